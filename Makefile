@@ -1,0 +1,51 @@
+# codespace front door. On a fresh Debian 12 machine, as root:
+#   make run    installs what is needed, builds, and runs the main job
+#   make test   installs what is needed, builds, and passes every test
+SHELL := /bin/bash
+BUILD ?= build
+PREFIX ?= /usr/local
+STATE_DIR ?= $(CURDIR)/var
+
+# Debian packages the build, the runs and the tests need.
+DEBS := build-essential cmake ninja-build pkg-config clang-format \
+        bubblewrap iproute2 nftables util-linux procps \
+        libfmt-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev sqlite3 libssl-dev \
+        libgtest-dev libgmock-dev
+
+.PHONY: deps build run test unit lanes install format clean
+
+# Installs only what is missing, so a warm machine pays nothing.
+deps:
+	@missing=$$(for p in $(DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "run as root to install: $$missing" >&2; exit 1; fi; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
+
+build: deps
+	cmake --preset default >/dev/null
+	cmake --build --preset default -j$$(nproc)
+
+# The main job: the posture line, then one demonstration run per egress policy with its record.
+run: build
+	./deploy/demo.sh $(BUILD)/codespace $(STATE_DIR)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j$$(nproc) --timeout 300
+
+unit: build
+	ctest --test-dir $(BUILD) --output-on-failure -j$$(nproc) -L unit
+
+lanes: build
+	ctest --test-dir $(BUILD) --output-on-failure -L lane
+
+install: build
+	install -D -m 0755 $(BUILD)/codespace $(PREFIX)/bin/codespace
+	install -D -m 0755 $(BUILD)/codespace-init $(PREFIX)/libexec/codespace/codespace-init
+
+format:
+	clang-format -i $$(git ls-files '*.cc' '*.h')
+
+clean:
+	rm -rf $(BUILD) build-release build-asan

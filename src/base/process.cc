@@ -1,0 +1,276 @@
+#include "base/process.h"
+
+#include <fcntl.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "base/file_util.h"
+
+extern char** environ;
+
+namespace codespace {
+
+std::string ExitStatus::ToString() const {
+  if (signaled) return fmt::format("killed by signal {} ({})", signal, strsignal(signal));
+  return fmt::format("exited {}", code);
+}
+
+namespace {
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+// What the child reports through the error pipe before it dies: which step failed and errno.
+struct ChildError {
+  int step;  // 0 exec, 1 unshare, 2 chdir, 3 dup2, 4 setsid, 5 id map, 6 loopback
+  int err;
+};
+
+constexpr const char* kStepNames[] = {"execve", "unshare", "chdir", "dup2",
+                                      "setsid", "write uid_map", "bring up lo"};
+
+[[noreturn]] void ChildFail(int fd, int step) {
+  ChildError e{step, errno};
+  ssize_t ignored = ::write(fd, &e, sizeof(e));
+  (void)ignored;
+  ::_exit(127);
+}
+
+// Async-signal-safe: only raw syscalls between fork and exec.
+bool WriteSmallFile(const char* path, const char* data) {
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = ::write(fd, data, strlen(data));
+  ::close(fd);
+  return n == static_cast<ssize_t>(strlen(data));
+}
+
+void FormatIdMap(char* buf, size_t size, unsigned id) {
+  // "<id> <id> 1\n" without snprintf (not async-signal-safe in theory).
+  char digits[16];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + id % 10);
+    id /= 10;
+  } while (id && n < 15);
+  size_t pos = 0;
+  for (int rep = 0; rep < 2; ++rep) {
+    for (int i = n - 1; i >= 0 && pos + 1 < size; --i) buf[pos++] = digits[i];
+    if (pos + 1 < size) buf[pos++] = ' ';
+  }
+  const char tail[] = "1\n";
+  for (size_t i = 0; tail[i] && pos + 1 < size; ++i) buf[pos++] = tail[i];
+  buf[pos] = '\0';
+}
+
+}  // namespace
+
+ChildProcess::~ChildProcess() {
+  if (running()) {
+    Signal(SIGKILL).IgnoreError();
+    Wait().status().IgnoreError();
+  }
+}
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
+  if (this != &other) {
+    if (running()) {
+      Signal(SIGKILL).IgnoreError();
+      Wait().status().IgnoreError();
+    }
+    pid_ = std::exchange(other.pid_, -1);
+    pidfd_ = std::move(other.pidfd_);
+    reaped_ = std::exchange(other.reaped_, false);
+  }
+  return *this;
+}
+
+Result<ExitStatus> ChildProcess::Wait() {
+  if (pid_ <= 0) return FailedPreconditionError("Wait: no child");
+  if (reaped_) return FailedPreconditionError("Wait: child already reaped");
+  siginfo_t info{};
+  for (;;) {
+    int rc = pidfd_ ? ::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &info, WEXITED)
+                    : ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED);
+    if (rc == 0) break;
+    if (errno == EINTR) continue;
+    return ErrnoError(fmt::format("waitid(pid {})", pid_), errno);
+  }
+  reaped_ = true;
+  if (info.si_code == CLD_EXITED) return ExitStatus::Exited(info.si_status);
+  return ExitStatus::Killed(info.si_status);
+}
+
+Result<std::optional<ExitStatus>> ChildProcess::WaitFor(std::chrono::milliseconds timeout) {
+  if (reaped_) return FailedPreconditionError("WaitFor: child already reaped");
+  pollfd p{pidfd_.get(), POLLIN, 0};
+  int rc;
+  do {
+    rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  } while (rc < 0 && errno == EINTR);
+  if (rc < 0) return ErrnoError("poll(pidfd)", errno);
+  if (rc == 0) return std::optional<ExitStatus>();
+  ASSIGN_OR_RETURN(ExitStatus st, Wait());
+  return std::optional<ExitStatus>(st);
+}
+
+Status ChildProcess::Signal(int sig) {
+  if (pid_ <= 0 || reaped_) return OkStatus();
+  if (::syscall(SYS_pidfd_send_signal, pidfd_.get(), sig, nullptr, 0) != 0) {
+    if (errno == ESRCH) return OkStatus();  // exited, not yet reaped
+    return ErrnoError(fmt::format("pidfd_send_signal(pid {}, {})", pid_, sig), errno);
+  }
+  return OkStatus();
+}
+
+Result<ChildProcess> Spawn(const SpawnOptions& o) {
+  if (o.argv.empty()) return InvalidArgumentError("Spawn: empty argv");
+  // Everything the child needs is prepared before fork: after it only syscalls run.
+  std::vector<char*> argv;
+  for (const auto& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<std::string> env_storage = o.env ? *o.env : CurrentEnvironment();
+  std::vector<char*> envp;
+  for (const auto& e : env_storage) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  std::string program = o.argv[0];
+  if (program.find('/') == std::string::npos) {
+    std::string path_env = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+    for (const auto& e : env_storage) {
+      if (e.rfind("PATH=", 0) == 0) path_env = e.substr(5);
+    }
+    auto found = FindExecutable(program, path_env);
+    if (!found.ok()) {
+      return Status(StatusCode::kNotFound, fmt::format("execve({}): No such file or directory",
+                                                       program));
+    }
+    program = *found;
+  }
+  char uid_map[64], gid_map[64];
+  FormatIdMap(uid_map, sizeof(uid_map), ::getuid());
+  FormatIdMap(gid_map, sizeof(gid_map), ::getgid());
+
+  ASSIGN_OR_RETURN(Pipe err_pipe, MakePipe());
+  ASSIGN_OR_RETURN(UniqueFd devnull, OpenFile("/dev/null", O_RDWR));
+
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoError("fork", errno);
+  if (pid == 0) {
+    int efd = err_pipe.write.get();
+    if (o.parent_death_signal) ::prctl(PR_SET_PDEATHSIG, o.parent_death_signal);
+    if (o.new_session && ::setsid() < 0) ChildFail(efd, 4);
+    if (!o.unshare_attempts.empty()) {
+      bool done = false;
+      for (int flags : o.unshare_attempts) {
+        if (::unshare(flags) == 0) {
+          if (flags & CLONE_NEWUSER) {
+            if (!WriteSmallFile("/proc/self/setgroups", "deny") ||
+                !WriteSmallFile("/proc/self/uid_map", uid_map) ||
+                !WriteSmallFile("/proc/self/gid_map", gid_map)) {
+              ChildFail(efd, 5);
+            }
+          }
+          done = true;
+          break;
+        }
+      }
+      if (!done) ChildFail(efd, 1);
+    }
+    if (o.loopback_up) {
+      int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      struct ifreq ifr {};
+      memcpy(ifr.ifr_name, "lo", 3);
+      if (s < 0 || ::ioctl(s, SIOCGIFFLAGS, &ifr) != 0) ChildFail(efd, 6);
+      ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+      if (::ioctl(s, SIOCSIFFLAGS, &ifr) != 0) ChildFail(efd, 6);
+      ::close(s);
+    }
+    // Move every source fd out of the 0..max target range first, so that a mapping whose source
+    // is another mapping's target is not clobbered.
+    int max_target = 2;
+    for (auto [from, to] : o.fds) max_target = std::max(max_target, to);
+    int staged[64];
+    size_t n = std::min<size_t>(o.fds.size(), 64);
+    for (size_t i = 0; i < n; ++i) {
+      staged[i] = ::fcntl(o.fds[i].first, F_DUPFD_CLOEXEC, max_target + 1);
+      if (staged[i] < 0) ChildFail(efd, 3);
+    }
+    bool set[3] = {false, false, false};
+    for (size_t i = 0; i < n; ++i) {
+      int to = o.fds[i].second;
+      if (::dup2(staged[i], to) < 0) ChildFail(efd, 3);  // dup2 clears CLOEXEC on `to`
+      if (to < 3) set[to] = true;
+    }
+    for (int i = 0; i < 3; ++i) {
+      if (!set[i] && ::dup2(devnull.get(), i) < 0) ChildFail(efd, 3);
+    }
+    if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) ChildFail(efd, 2);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve(program.c_str(), argv.data(), envp.data());
+    ChildFail(efd, 0);
+  }
+  err_pipe.write.reset();
+  UniqueFd pidfd(PidfdOpen(pid));
+  if (!pidfd) {
+    int err = errno;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return ErrnoError("pidfd_open", err);
+  }
+  ChildProcess child(pid, std::move(pidfd));
+  ChildError e{};
+  ssize_t got;
+  do {
+    got = ::read(err_pipe.read.get(), &e, sizeof(e));
+  } while (got < 0 && errno == EINTR);
+  if (got == static_cast<ssize_t>(sizeof(e))) {
+    child.Wait().status().IgnoreError();
+    std::string call = kStepNames[e.step];
+    if (e.step == 0) call = fmt::format("execve({})", program);
+    if (e.step == 2) call = fmt::format("chdir({})", o.cwd);
+    if (e.step == 1) {
+      call = "unshare(";
+      int last = o.unshare_attempts.back();
+      call += (last & CLONE_NEWUSER) ? "CLONE_NEWUSER|CLONE_NEWNET)" : "CLONE_NEWNET)";
+    }
+    return ErrnoError(call, e.err);
+  }
+  return child;
+}
+
+Result<CommandOutput> RunCommand(const std::vector<std::string>& argv,
+                                 std::optional<std::vector<std::string>> env) {
+  ASSIGN_OR_RETURN(Pipe out, MakePipe());
+  SpawnOptions o;
+  o.argv = argv;
+  o.env = std::move(env);
+  o.fds = {{out.write.get(), 1}, {out.write.get(), 2}};
+  ASSIGN_OR_RETURN(ChildProcess child, Spawn(o));
+  out.write.reset();
+  ASSIGN_OR_RETURN(std::string text, ReadAll(out.read.get()));
+  ASSIGN_OR_RETURN(ExitStatus st, child.Wait());
+  return CommandOutput{st, std::move(text)};
+}
+
+std::vector<std::string> CurrentEnvironment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
+}  // namespace codespace

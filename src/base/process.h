@@ -1,0 +1,98 @@
+// Child processes: spawn with explicit descriptors, wait through a pidfd, signal safely.
+//
+// A ChildProcess owns its pid until it is reaped. Signals go through the pidfd
+// (pidfd_send_signal), so a pid is never signalled after it was reaped and reused.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "base/unique_fd.h"
+
+namespace codespace {
+
+// How a process ended, as waitid() reports it.
+struct ExitStatus {
+  bool signaled = false;
+  int code = 0;    // exit code when !signaled
+  int signal = 0;  // terminating signal when signaled
+
+  static ExitStatus Exited(int c) { return {false, c, 0}; }
+  static ExitStatus Killed(int s) { return {true, 0, s}; }
+  bool success() const { return !signaled && code == 0; }
+  // Shell convention: the exit code, or 128 + signal.
+  int ShellCode() const { return signaled ? 128 + signal : code; }
+  std::string ToString() const;
+  friend bool operator==(const ExitStatus&, const ExitStatus&) = default;
+};
+
+struct SpawnOptions {
+  std::vector<std::string> argv;  // argv[0] is the program: a path, or a name searched on PATH
+  // The child's environment; nullopt inherits the parent's.
+  std::optional<std::vector<std::string>> env;
+  // (parent fd, child fd): dup2'd in the child. Every other descriptor is O_CLOEXEC and stays
+  // behind. Child fds 0, 1, 2 not listed are /dev/null.
+  std::vector<std::pair<int, int>> fds;
+  std::string cwd;           // empty: inherit
+  bool new_session = false;  // setsid(): the child leads its own session and process group
+  // unshare() flags tried in order in the child before exec; the first that succeeds wins.
+  // When CLONE_NEWUSER is among them the child maps its own uid/gid 1:1 in the new namespace.
+  // All failing makes Spawn fail with the last error (the command never starts).
+  std::vector<int> unshare_attempts;
+  bool loopback_up = false;  // after unshare(CLONE_NEWNET): bring `lo` up
+  int parent_death_signal = 0;  // PR_SET_PDEATHSIG
+};
+
+class ChildProcess {
+ public:
+  ChildProcess() = default;
+  ChildProcess(pid_t pid, UniqueFd pidfd) : pid_(pid), pidfd_(std::move(pidfd)) {}
+  // A moved-from ChildProcess owns nothing (its destructor must not reap the moved child).
+  ChildProcess(ChildProcess&& other) noexcept
+      : pid_(std::exchange(other.pid_, -1)),
+        pidfd_(std::move(other.pidfd_)),
+        reaped_(std::exchange(other.reaped_, false)) {}
+  ChildProcess& operator=(ChildProcess&& other) noexcept;
+  // Kills (SIGKILL) and reaps a child that was never waited for, so none is left behind.
+  ~ChildProcess();
+
+  pid_t pid() const { return pid_; }
+  int pidfd() const { return pidfd_.get(); }
+  bool running() const { return pid_ > 0 && !reaped_; }
+
+  // Blocks until the child exits and reaps it.
+  Result<ExitStatus> Wait();
+  // Waits at most `timeout`; nullopt when it is still running.
+  Result<std::optional<ExitStatus>> WaitFor(std::chrono::milliseconds timeout);
+  // Signals the child unless it has been reaped already (then a no-op).
+  Status Signal(int sig);
+
+ private:
+  pid_t pid_ = -1;
+  UniqueFd pidfd_;
+  bool reaped_ = false;
+};
+
+// Starts a child. Fails (and leaves nothing running) when the program cannot be executed:
+// the errno of execve comes back through a close-on-exec pipe, as ENOENT → kNotFound,
+// EACCES → kPermissionDenied, and a failed unshare names the call.
+Result<ChildProcess> Spawn(const SpawnOptions& options);
+
+// Runs a command to completion, capturing stdout and stderr together (tests and probes).
+struct CommandOutput {
+  ExitStatus status;
+  std::string output;
+};
+Result<CommandOutput> RunCommand(const std::vector<std::string>& argv,
+                                 std::optional<std::vector<std::string>> env = std::nullopt);
+
+// The current environment as KEY=VALUE strings.
+std::vector<std::string> CurrentEnvironment();
+
+}  // namespace codespace

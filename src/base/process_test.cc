@@ -1,0 +1,99 @@
+#include "base/process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/testing/status_matchers.h"
+
+namespace codespace {
+namespace {
+
+using ::codespace::testing::StatusHasMessage;
+using ::codespace::testing::StatusIs;
+using ::testing::HasSubstr;
+
+TEST(ProcessTest, RunCommandCapturesOutputAndExitCode) {
+  auto out = RunCommand({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"});
+  ASSERT_OK(out);
+  EXPECT_EQ(out->status, ExitStatus::Exited(3));
+  EXPECT_THAT(out->output, HasSubstr("out\n"));
+  EXPECT_THAT(out->output, HasSubstr("err\n"));
+}
+
+TEST(ProcessTest, SignalDeathIsReported) {
+  auto out = RunCommand({"/bin/sh", "-c", "kill -TERM $$"});
+  ASSERT_OK(out);
+  EXPECT_EQ(out->status, ExitStatus::Killed(SIGTERM));
+  EXPECT_EQ(out->status.ShellCode(), 128 + SIGTERM);
+}
+
+TEST(ProcessTest, MissingProgramIsNotFoundAndNothingRuns) {
+  EXPECT_THAT(RunCommand({"/nonexistent/prog"}), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(RunCommand({"no-such-program-anywhere"}),
+              StatusHasMessage("execve(no-such-program-anywhere)"));
+}
+
+TEST(ProcessTest, NonExecutableIsPermissionDenied) {
+  EXPECT_THAT(RunCommand({"/etc/passwd"}), StatusIs(StatusCode::kPermissionDenied));
+}
+
+TEST(ProcessTest, EnvironmentIsExactlyWhatWasGiven) {
+  ::setenv("CODESPACE_TEST_LEAK", "1", 1);
+  auto out = RunCommand({"/usr/bin/env"}, std::vector<std::string>{"ONLY=this"});
+  ASSERT_OK(out);
+  EXPECT_EQ(out->output, "ONLY=this\n");
+}
+
+TEST(ProcessTest, WaitForTimesOutThenSignalKills) {
+  SpawnOptions o;
+  o.argv = {"/bin/sleep", "30"};
+  auto child = Spawn(o);
+  ASSERT_OK(child);
+  auto first = child->WaitFor(std::chrono::milliseconds(50));
+  ASSERT_OK(first);
+  EXPECT_FALSE(first->has_value());
+  ASSERT_OK(child->Signal(SIGKILL));
+  auto st = child->Wait();
+  ASSERT_OK(st);
+  EXPECT_EQ(*st, ExitStatus::Killed(SIGKILL));
+  // Reaped: signalling again is a no-op, never a stray signal to a reused pid.
+  EXPECT_OK(child->Signal(SIGKILL));
+  EXPECT_FALSE(child->running());
+}
+
+TEST(ProcessTest, FdMappingAndCwd) {
+  auto pipe = MakePipe();
+  ASSERT_OK(pipe);
+  SpawnOptions o;
+  o.argv = {"/bin/sh", "-c", "pwd >&5"};
+  o.cwd = "/usr";
+  o.fds = {{pipe->write.get(), 5}};
+  auto child = Spawn(o);
+  ASSERT_OK(child);
+  pipe->write.reset();
+  EXPECT_EQ(*ReadAll(pipe->read.get()), "/usr\n");
+  EXPECT_EQ(*child->Wait(), ExitStatus::Exited(0));
+}
+
+TEST(ProcessTest, DestructorKillsAndReapsAnUnwaitedChild) {
+  pid_t pid;
+  {
+    SpawnOptions o;
+    o.argv = {"/bin/sleep", "30"};
+    auto child = Spawn(o);
+    ASSERT_OK(child);
+    pid = child->pid();
+  }
+  // Reaped by the destructor: the pid is no longer our child.
+  EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+}
+
+}  // namespace
+}  // namespace codespace

@@ -1,0 +1,27 @@
+// RunSpec: what a caller asks to run. A pure value, validated before anything is spent.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "policy/egress_policy.h"
+
+namespace codespace {
+
+struct RunSpec {
+  std::vector<std::string> argv;       // the command; argv[0] is searched on the run's PATH
+  std::vector<std::string> env;        // KEY=VALUE; the sandbox's environment is exactly this
+  std::string workspace;               // absolute; read-write inside, and the working directory
+  EgressPolicy egress;
+  std::chrono::seconds timeout{0};     // wall clock; 0 = none
+
+  friend bool operator==(const RunSpec&, const RunSpec&) = default;
+};
+
+// A run id: 16 lower-case hex digits from the kernel's CSPRNG.
+std::string NewRunId();
+bool IsValidRunId(std::string_view id);
+
+}  // namespace codespace

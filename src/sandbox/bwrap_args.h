@@ -1,0 +1,54 @@
+// The bubblewrap command line for a run: a pure function of the run's layout, so every flag that
+// confines a run is pinned by a table test rather than discovered in a process listing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace codespace {
+
+struct BwrapLayout {
+  std::string bwrap_path;
+  bool share_network = false;  // Shared plan: the worker's network; otherwise a fresh netns
+  // Absolute; bound read-write and the working directory. Empty: none (the trial sandbox).
+  std::string workspace;
+  // Paths hidden behind an empty tmpfs (the worker's state dir: other runs' records and logs).
+  // Only existing directories may be listed; bubblewrap cannot create mount points in the
+  // read-only root.
+  std::vector<std::string> hidden_dirs;
+  std::vector<std::string> env;  // KEY=VALUE: the whole environment inside
+  int info_fd = -1;              // bubblewrap writes {"child-pid": N, ...} here (-1: none)
+  // codespace-init on the host, bound read-only at kSandboxInitPath: inside the sandbox's own
+  // /dev, which no workspace can cover (admission refuses a workspace under /dev), so the bind
+  // creates nothing in a host directory. The host path itself may sit in /tmp or a hidden dir,
+  // which the sandbox does not see. Empty: the command runs directly.
+  std::string init_path;
+  std::vector<std::string> command;
+};
+
+// bwrap --unshare-user --disable-userns --unshare-pid --unshare-ipc --unshare-uts
+//      --unshare-cgroup-try [--unshare-net] --die-with-parent --new-session
+//      --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --tmpfs /var/tmp
+//      [--ro-bind init /dev/.codespace-init] [--bind ws ws --chdir ws] [--tmpfs hidden]...
+//      --clearenv --setenv K V... --cap-drop ALL [--info-fd N] -- cmd
+//
+// Why each: own user namespace so that even a root worker's run holds no capability that counts
+// outside it, and --disable-userns so it cannot make a nested one to regain some; --cap-drop ALL
+// empties effective, permitted, inheritable, ambient and bounding sets (also for uid 0); own pid
+// namespace so it neither sees nor signals the host's processes and dies whole when its init is
+// killed; --new-session so it cannot push keystrokes into the caller's terminal (TIOCSTI);
+// --die-with-parent so a dead launcher leaves no sandbox behind.
+std::vector<std::string> BuildBwrapArgv(const BwrapLayout& layout);
+
+// The trial sandbox that decides `confines`: the same confinement as a severed run (own user and
+// network namespaces, every other flag too) running /bin/true.
+std::vector<std::string> TrialSandboxArgv(const std::string& bwrap_path);
+
+// The environment a run gets: exactly its own variables, plus PATH when it set none (a command
+// must be findable; the default names only system directories).
+std::vector<std::string> SandboxEnvironment(const std::vector<std::string>& run_env);
+inline constexpr const char* kSandboxInitPath = "/dev/.codespace-init";
+inline constexpr const char* kDefaultSandboxPath =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+}  // namespace codespace

@@ -1,0 +1,44 @@
+// RunOutcome: how a run ended — a value, kept apart from the Status of codespace's own calls.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace codespace {
+
+struct RunOutcome {
+  enum class Kind {
+    kExited,        // the command exited with exit_code
+    kSignaled,      // the command was killed by `signal`
+    kTimedOut,      // the wall-clock timeout killed the sandbox
+    kNotFound,      // the command does not exist (127)
+    kCannotInvoke,  // the command exists but cannot be executed (126)
+    kAborted,       // codespace could not set the run up; the command never started
+  };
+  Kind kind = Kind::kAborted;
+  int exit_code = 0;
+  int signal = 0;
+  std::string reason;  // for everything but kExited/kSignaled
+
+  static RunOutcome Exited(int code) { return {Kind::kExited, code, 0, ""}; }
+  static RunOutcome Signaled(int sig) { return {Kind::kSignaled, 0, sig, ""}; }
+  static RunOutcome Aborted(std::string why) { return {Kind::kAborted, 0, 0, std::move(why)}; }
+
+  // The exit status `codespace run` passes on, like `docker run`: the command's own code;
+  // 128+N for a signal; 125 when codespace failed or refused; 126 cannot invoke; 127 not found.
+  int ShellCode() const {
+    switch (kind) {
+      case Kind::kExited: return exit_code;
+      case Kind::kSignaled: return 128 + signal;
+      case Kind::kTimedOut: return 128 + (signal ? signal : 9);
+      case Kind::kNotFound: return 127;
+      case Kind::kCannotInvoke: return 126;
+      case Kind::kAborted: return 125;
+    }
+    return 125;
+  }
+};
+
+inline constexpr int kExitCodespaceFailed = 125;
+
+}  // namespace codespace

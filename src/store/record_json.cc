@@ -1,0 +1,263 @@
+#include "store/record_json.h"
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <cstdint>
+#include <exception>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "plan/plan.h"
+#include "policy/egress_policy.h"
+
+namespace codespace {
+namespace {
+
+// Keeps fields in the order they are written, so that a record reads id first.
+using Json = nlohmann::ordered_json;
+
+std::string Child(std::string_view parent, std::string_view key) {
+  return parent.empty() ? std::string(key) : fmt::format("{}.{}", parent, key);
+}
+
+std::string Element(std::string_view parent, size_t index) {
+  return fmt::format("{}[{}]", parent, index);
+}
+
+Status FieldError(std::string_view path, std::string_view what) {
+  if (path.empty()) return InvalidArgumentError(std::string(what));
+  return InvalidArgumentError(fmt::format("\"{}\": {}", path, what));
+}
+
+Status TypeError(std::string_view path, std::string_view expected, const Json& value) {
+  return FieldError(path, fmt::format("expected {}, got {}", expected, value.type_name()));
+}
+
+// An object whose keys are all in `known`.
+Status CheckObject(const Json& value, std::string_view path,
+                   std::initializer_list<std::string_view> known) {
+  if (!value.is_object()) return TypeError(path, "an object", value);
+  for (const auto& [key, unused] : value.items()) {
+    bool is_known = false;
+    for (std::string_view name : known) is_known = is_known || key == name;
+    if (!is_known) return FieldError(Child(path, key), "unknown field");
+  }
+  return OkStatus();
+}
+
+// nullptr when `object` has no field `key`.
+const Json* FindField(const Json& object, std::string_view key) {
+  auto it = object.find(std::string(key));
+  return it == object.end() ? nullptr : &*it;
+}
+
+Result<const Json*> RequiredField(const Json& object, std::string_view path, std::string_view key) {
+  const Json* value = FindField(object, key);
+  if (value == nullptr) return FieldError(Child(path, key), "missing");
+  return value;
+}
+
+Result<std::string> ReadString(const Json& value, std::string_view path) {
+  if (!value.is_string()) return TypeError(path, "a string", value);
+  return value.get<std::string>();
+}
+
+Result<int64_t> ReadInt64(const Json& value, std::string_view path) {
+  // nlohmann keeps non-negative integers as unsigned; one above INT64_MAX does not fit.
+  if (value.is_number_unsigned()) {
+    auto n = value.get<uint64_t>();
+    if (n > static_cast<uint64_t>(INT64_MAX)) return FieldError(path, "integer out of range");
+    return static_cast<int64_t>(n);
+  }
+  if (value.is_number_integer()) return value.get<int64_t>();
+  return TypeError(path, "an integer", value);
+}
+
+Result<std::optional<int>> ReadOptionalInt(const Json& value, std::string_view path) {
+  if (value.is_null()) return std::optional<int>();
+  ASSIGN_OR_RETURN(int64_t n, ReadInt64(value, path));
+  if (n < INT_MIN || n > INT_MAX) return FieldError(path, "integer out of range");
+  return std::optional<int>(static_cast<int>(n));
+}
+
+Result<std::vector<std::string>> ReadStringArray(const Json& value, std::string_view path) {
+  if (!value.is_array()) return TypeError(path, "an array of strings", value);
+  std::vector<std::string> out;
+  out.reserve(value.size());
+  for (size_t i = 0; i < value.size(); ++i) {
+    ASSIGN_OR_RETURN(std::string text, ReadString(value[i], Element(path, i)));
+    out.push_back(std::move(text));
+  }
+  return out;
+}
+
+Result<std::string> RequiredString(const Json& object, std::string_view path,
+                                   std::string_view key) {
+  ASSIGN_OR_RETURN(const Json* value, RequiredField(object, path, key));
+  return ReadString(*value, Child(path, key));
+}
+
+Result<int64_t> RequiredInt64(const Json& object, std::string_view path, std::string_view key) {
+  ASSIGN_OR_RETURN(const Json* value, RequiredField(object, path, key));
+  return ReadInt64(*value, Child(path, key));
+}
+
+// Parses with a named field's path in the error, e.g. "plan": unknown plan "x".
+template <typename T>
+Result<T> ParseNamed(Result<T> parsed, std::string_view path) {
+  if (!parsed.ok()) return FieldError(path, parsed.status().message());
+  return parsed;
+}
+
+Json EgressToValue(const EgressPolicy& policy) {
+  Json allowlist = Json::array();
+  for (const AllowlistEntry& entry : policy.allowlist) allowlist.push_back(entry.ToString());
+  Json value = Json::object();
+  value["mode"] = std::string(EgressPolicyName(policy.mode));
+  value["allowlist"] = std::move(allowlist);
+  return value;
+}
+
+Json SpecToValue(const RunSpec& spec) {
+  Json value = Json::object();
+  value["argv"] = spec.argv;
+  value["env"] = spec.env;
+  value["workspace"] = spec.workspace;
+  value["egress"] = EgressToValue(spec.egress);
+  value["timeout_seconds"] = static_cast<int64_t>(spec.timeout.count());
+  return value;
+}
+
+Json OptionalIntToValue(const std::optional<int>& n) {
+  return n.has_value() ? Json(*n) : Json(nullptr);
+}
+
+Json RecordToValue(const RunRecord& record) {
+  Json value = Json::object();
+  value["id"] = record.id;
+  value["spec"] = SpecToValue(record.spec);
+  value["plan"] = std::string(PlanName(record.plan));
+  value["network"] = std::string(NetworkPostureName(record.network));
+  value["namespace"] = record.namespace_name;
+  value["state"] = std::string(RunStateName(record.state));
+  value["exit_code"] = OptionalIntToValue(record.exit_code);
+  value["signal"] = OptionalIntToValue(record.signal);
+  value["reason"] = record.reason;
+  value["created_ms"] = record.created_ms;
+  value["started_ms"] = record.started_ms;
+  value["ended_ms"] = record.ended_ms;
+  return value;
+}
+
+Result<EgressPolicy> EgressFromValue(const Json& value, std::string_view path) {
+  RETURN_IF_ERROR(CheckObject(value, path, {"mode", "allowlist"}));
+  ASSIGN_OR_RETURN(std::string mode_text, RequiredString(value, path, "mode"));
+  ASSIGN_OR_RETURN(SandboxEgressPolicy mode,
+                   ParseNamed(ParseEgressPolicy(mode_text), Child(path, "mode")));
+  std::vector<std::string> entries;
+  const std::string allowlist_path = Child(path, "allowlist");
+  if (const Json* allowlist = FindField(value, "allowlist")) {
+    ASSIGN_OR_RETURN(entries, ReadStringArray(*allowlist, allowlist_path));
+  }
+  // Entry by entry first, so that an error points at the bad entry.
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Result<AllowlistEntry> entry = ParseAllowlistEntry(entries[i]);
+    if (!entry.ok()) return FieldError(Element(allowlist_path, i), entry.status().message());
+  }
+  return ParseNamed(MakeEgressPolicy(mode, entries), path);
+}
+
+Result<RunSpec> SpecFromValue(const Json& value, std::string_view path) {
+  RETURN_IF_ERROR(
+      CheckObject(value, path, {"argv", "env", "workspace", "egress", "timeout_seconds"}));
+  RunSpec spec;
+  ASSIGN_OR_RETURN(const Json* argv, RequiredField(value, path, "argv"));
+  ASSIGN_OR_RETURN(spec.argv, ReadStringArray(*argv, Child(path, "argv")));
+  if (const Json* env = FindField(value, "env")) {
+    ASSIGN_OR_RETURN(spec.env, ReadStringArray(*env, Child(path, "env")));
+  }
+  ASSIGN_OR_RETURN(spec.workspace, RequiredString(value, path, "workspace"));
+  ASSIGN_OR_RETURN(const Json* egress, RequiredField(value, path, "egress"));
+  ASSIGN_OR_RETURN(spec.egress, EgressFromValue(*egress, Child(path, "egress")));
+  if (const Json* timeout = FindField(value, "timeout_seconds")) {
+    const std::string timeout_path = Child(path, "timeout_seconds");
+    ASSIGN_OR_RETURN(int64_t seconds, ReadInt64(*timeout, timeout_path));
+    if (seconds < 0) return FieldError(timeout_path, "must not be negative");
+    spec.timeout = std::chrono::seconds(seconds);
+  }
+  return spec;
+}
+
+Result<RunRecord> RecordFromValue(const Json& value) {
+  RETURN_IF_ERROR(CheckObject(value, "",
+                              {"id", "spec", "plan", "network", "namespace", "state", "exit_code",
+                               "signal", "reason", "created_ms", "started_ms", "ended_ms"}));
+  RunRecord record;
+  ASSIGN_OR_RETURN(record.id, RequiredString(value, "", "id"));
+  ASSIGN_OR_RETURN(const Json* spec, RequiredField(value, "", "spec"));
+  ASSIGN_OR_RETURN(record.spec, SpecFromValue(*spec, "spec"));
+  ASSIGN_OR_RETURN(std::string plan, RequiredString(value, "", "plan"));
+  ASSIGN_OR_RETURN(record.plan, ParseNamed(ParsePlan(plan), "plan"));
+  ASSIGN_OR_RETURN(std::string network, RequiredString(value, "", "network"));
+  ASSIGN_OR_RETURN(record.network, ParseNamed(ParseNetworkPosture(network), "network"));
+  ASSIGN_OR_RETURN(record.namespace_name, RequiredString(value, "", "namespace"));
+  ASSIGN_OR_RETURN(std::string state, RequiredString(value, "", "state"));
+  ASSIGN_OR_RETURN(record.state, ParseNamed(ParseRunState(state), "state"));
+  ASSIGN_OR_RETURN(const Json* exit_code, RequiredField(value, "", "exit_code"));
+  ASSIGN_OR_RETURN(record.exit_code, ReadOptionalInt(*exit_code, "exit_code"));
+  ASSIGN_OR_RETURN(const Json* signal, RequiredField(value, "", "signal"));
+  ASSIGN_OR_RETURN(record.signal, ReadOptionalInt(*signal, "signal"));
+  ASSIGN_OR_RETURN(record.reason, RequiredString(value, "", "reason"));
+  ASSIGN_OR_RETURN(record.created_ms, RequiredInt64(value, "", "created_ms"));
+  ASSIGN_OR_RETURN(record.started_ms, RequiredInt64(value, "", "started_ms"));
+  ASSIGN_OR_RETURN(record.ended_ms, RequiredInt64(value, "", "ended_ms"));
+  return record;
+}
+
+// The edge where nlohmann's exceptions stop: parses `text` and hands the value to `convert`.
+template <typename T, typename Convert>
+Result<T> ParseWith(std::string_view text, std::string_view what, Convert convert) {
+  try {
+    Json value = Json::parse(text.begin(), text.end());
+    Result<T> converted = convert(value);
+    if (!converted.ok()) {
+      return Status(converted.status().code(),
+                    fmt::format("{}: {}", what, converted.status().message()));
+    }
+    return converted;
+  } catch (const Json::parse_error& e) {
+    return InvalidArgumentError(fmt::format("{}: {}", what, e.what()));
+  } catch (const std::exception& e) {
+    return InternalError(fmt::format("{}: {}", what, e.what()));
+  }
+}
+
+// With error_handler_t::replace, dump() does not throw on invalid UTF-8 (type_error 316): the bad
+// bytes become U+FFFD. Nothing else in dump() throws but bad_alloc.
+std::string Dump(const Json& value, int indent) {
+  return value.dump(indent, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string RunSpecToJson(const RunSpec& spec) { return Dump(SpecToValue(spec), -1); }
+
+Result<RunSpec> RunSpecFromJson(std::string_view json) {
+  return ParseWith<RunSpec>(json, "run spec JSON",
+                            [](const Json& value) { return SpecFromValue(value, ""); });
+}
+
+std::string RunRecordToJson(const RunRecord& record, bool pretty) {
+  return Dump(RecordToValue(record), pretty ? 2 : -1);
+}
+
+Result<RunRecord> RunRecordFromJson(std::string_view json) {
+  return ParseWith<RunRecord>(json, "run record JSON",
+                              [](const Json& value) { return RecordFromValue(value); });
+}
+
+}  // namespace codespace

@@ -1,0 +1,205 @@
+#include "store/record_json.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+
+#include "base/testing/status_matchers.h"
+#include "store/test_records.h"
+
+namespace codespace {
+namespace {
+
+using ::codespace::testing::AllowlistSpec;
+using ::codespace::testing::FullRecord;
+using ::codespace::testing::StatusHasMessage;
+using ::codespace::testing::StatusIs;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(RunSpecJsonTest, AllowlistSpecRoundTrips) {
+  Result<RunSpec> spec = AllowlistSpec();
+  ASSERT_OK(spec);
+  std::string json = RunSpecToJson(*spec);
+  Result<RunSpec> parsed = RunSpecFromJson(json);
+  ASSERT_OK(parsed);
+  EXPECT_EQ(*parsed, *spec);
+}
+
+TEST(RunSpecJsonTest, EgressIsModeAndCanonicalEntries) {
+  Result<RunSpec> spec = AllowlistSpec();
+  ASSERT_OK(spec);
+  EXPECT_THAT(
+      RunSpecToJson(*spec),
+      HasSubstr(R"("egress":{"mode":"allowlist","allowlist":["api.anthropic.com",)"
+                R"("*.githubusercontent.com:443","203.0.113.0/24","[2001:db8::1]:8443"]})"));
+  EXPECT_THAT(RunSpecToJson(*spec), HasSubstr(R"("timeout_seconds":900)"));
+}
+
+TEST(RunSpecJsonTest, NoneAndOpenPoliciesRoundTrip) {
+  for (SandboxEgressPolicy mode : {SandboxEgressPolicy::kNone, SandboxEgressPolicy::kOpen}) {
+    RunSpec spec;
+    spec.argv = {"true"};
+    spec.workspace = "/w";
+    spec.egress.mode = mode;
+    std::string json = RunSpecToJson(spec);
+    EXPECT_THAT(json, HasSubstr(fmt::format(R"("egress":{{"mode":"{}","allowlist":[]}})",
+                                            EgressPolicyName(mode))));
+    Result<RunSpec> parsed = RunSpecFromJson(json);
+    ASSERT_OK(parsed);
+    EXPECT_EQ(*parsed, spec);
+  }
+}
+
+TEST(RunSpecJsonTest, OptionalFieldsDefault) {
+  Result<RunSpec> parsed =
+      RunSpecFromJson(R"({"argv":["ls"],"workspace":"/w","egress":{"mode":"none"}})");
+  ASSERT_OK(parsed);
+  EXPECT_TRUE(parsed->env.empty());
+  EXPECT_EQ(parsed->timeout.count(), 0);
+  EXPECT_EQ(parsed->egress.mode, SandboxEgressPolicy::kNone);
+}
+
+TEST(RunSpecJsonTest, InvalidUtf8IsReplacedNotThrown) {
+  RunSpec spec;
+  spec.argv = {"echo", std::string("bad\xff\xfe")};
+  spec.workspace = "/w";
+  std::string json = RunSpecToJson(spec);
+  Result<RunSpec> parsed = RunSpecFromJson(json);
+  ASSERT_OK(parsed);
+  EXPECT_EQ(parsed->argv[1], "bad\xef\xbf\xbd\xef\xbf\xbd");  // U+FFFD twice
+}
+
+struct BadJson {
+  std::string_view json;
+  std::string_view message;  // a part of the error
+};
+
+TEST(RunSpecJsonTest, MalformedSpecsAreErrors) {
+  const BadJson kCases[] = {
+      {"", "run spec JSON: [json.exception.parse_error"},
+      {"{", "parse_error"},
+      {R"({"argv":["a"],)", "parse_error"},
+      {"\"\xff\"", "parse_error"},
+      {"null", "expected an object, got null"},
+      {"[]", "expected an object, got array"},
+      {R"({"workspace":"/w","egress":{"mode":"none"}})", R"("argv": missing)"},
+      {R"({"argv":"ls","workspace":"/w","egress":{"mode":"none"}})",
+       R"("argv": expected an array of strings, got string)"},
+      {R"({"argv":["ls",7],"workspace":"/w","egress":{"mode":"none"}})",
+       R"("argv[1]": expected a string, got number)"},
+      {R"({"argv":["ls"],"workspace":"/w","egress":{"mode":"none"},"timeuot":5})",
+       R"("timeuot": unknown field)"},
+      {R"({"argv":["ls"],"workspace":"/w","egress":"none"})",
+       R"("egress": expected an object, got string)"},
+      {R"({"argv":["ls"],"workspace":"/w","egress":{"mode":"wide-open"}})", R"("egress.mode": )"},
+      {R"({"argv":["ls"],"workspace":"/w","egress":{"mode":"allowlist"}})", R"("egress": )"},
+      {R"({"argv":["ls"],"workspace":"/w","egress":{"mode":"allowlist","allowlist":["ok.com","exa mple.com"]}})",
+       R"("egress.allowlist[1]": )"},
+      {R"({"argv":["ls"],"workspace":"/w","egress":{"mode":"none","allowlist":["ok.com"]}})",
+       R"("egress": )"},
+      {R"({"argv":["ls"],"workspace":"/w","egress":{"mode":"none"},"timeout_seconds":-1})",
+       R"("timeout_seconds": must not be negative)"},
+      {R"({"argv":["ls"],"workspace":"/w","egress":{"mode":"none"},"timeout_seconds":1.5})",
+       R"("timeout_seconds": expected an integer, got number)"},
+      {R"({"argv":["ls"],"workspace":"/w","egress":{"mode":"none"},"timeout_seconds":18446744073709551615})",
+       R"("timeout_seconds": integer out of range)"},
+  };
+  for (const BadJson& bad : kCases) {
+    Result<RunSpec> parsed = RunSpecFromJson(bad.json);
+    EXPECT_THAT(parsed, StatusIs(StatusCode::kInvalidArgument)) << bad.json;
+    EXPECT_THAT(parsed, StatusHasMessage(std::string(bad.message))) << bad.json;
+  }
+}
+
+TEST(RunSpecJsonTest, DeepNestingIsAnErrorNotACrash) {
+  std::string deep(100'000, '[');
+  deep += std::string(100'000, ']');
+  EXPECT_THAT(RunSpecFromJson(deep), StatusIs(StatusCode::kInvalidArgument));
+}
+
+TEST(RunRecordJsonTest, FullRecordRoundTrips) {
+  Result<RunRecord> record = FullRecord("0123456789abcdef");
+  ASSERT_OK(record);
+  for (bool pretty : {false, true}) {
+    std::string json = RunRecordToJson(*record, pretty);
+    Result<RunRecord> parsed = RunRecordFromJson(json);
+    ASSERT_OK(parsed) << json;
+    EXPECT_EQ(*parsed, *record);
+  }
+}
+
+TEST(RunRecordJsonTest, FieldsAreNamedAsDocumented) {
+  Result<RunRecord> record = FullRecord("0123456789abcdef");
+  ASSERT_OK(record);
+  record->signal = std::nullopt;
+  std::string json = RunRecordToJson(*record, /*pretty=*/false);
+  EXPECT_THAT(json, HasSubstr(R"({"id":"0123456789abcdef","spec":{"argv":)"));
+  EXPECT_THAT(json, HasSubstr(R"("plan":"filtered","network":"filtered",)"
+                              R"("namespace":"cs-1a2b3c4d5e6f","state":"exited",)"
+                              R"("exit_code":3,"signal":null,"reason":"",)"
+                              R"("created_ms":1700000000123,"started_ms":1700000000456,)"
+                              R"("ended_ms":1700000090789})"));
+  EXPECT_THAT(json, Not(HasSubstr("\n")));
+  EXPECT_THAT(RunRecordToJson(*record, /*pretty=*/true), HasSubstr("\n  \"id\": "));
+}
+
+TEST(RunRecordJsonTest, SignalAndNullExitCodeRoundTrip) {
+  Result<RunRecord> record = FullRecord("fedcba9876543210");
+  ASSERT_OK(record);
+  record->state = RunState::kCancelled;
+  record->exit_code = std::nullopt;
+  record->signal = 9;
+  record->plan = Plan::kSevered;
+  record->network = NetworkPosture::kSevered;
+  record->reason = "NetworkSevered: nft not found";
+  std::string json = RunRecordToJson(*record, false);
+  EXPECT_THAT(json, HasSubstr(R"("exit_code":null,"signal":9)"));
+  Result<RunRecord> parsed = RunRecordFromJson(json);
+  ASSERT_OK(parsed);
+  EXPECT_EQ(*parsed, *record);
+}
+
+TEST(RunRecordJsonTest, MalformedRecordsAreErrors) {
+  Result<RunRecord> record = FullRecord("0123456789abcdef");
+  ASSERT_OK(record);
+  const std::string good = RunRecordToJson(*record, false);
+  auto replace = [&](std::string_view from, std::string_view to) {
+    std::string json = good;
+    size_t at = json.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) json.replace(at, from.size(), to);
+    return json;
+  };
+  const std::pair<std::string, std::string_view> kCases[] = {
+      {"", "run record JSON: "},
+      {good.substr(0, good.size() / 2), "parse_error"},
+      {good + "x", "parse_error"},
+      {"42", "expected an object, got number"},
+      {replace(R"("state":"exited")", R"("state":"finished")"), R"("state": )"},
+      {replace(R"("plan":"filtered")", R"("plan":"wide")"), R"("plan": )"},
+      {replace(R"("network":"filtered")", R"("network":"wide")"), R"("network": )"},
+      {replace(R"("exit_code":3)", R"("exit_code":"3")"),
+       R"("exit_code": expected an integer, got string)"},
+      {replace(R"("exit_code":3)", R"("exit_code":4294967296)"),
+       R"("exit_code": integer out of range)"},
+      {replace(R"("signal":null,)", ""), R"("signal": missing)"},
+      {replace(R"("created_ms":1700000000123)", R"("created_ms":null)"),
+       R"("created_ms": expected an integer, got null)"},
+      {replace(R"("id":"0123456789abcdef")", R"("id":["x"])"), R"("id": expected a string)"},
+      {replace(R"("workspace":)", R"("workspaec":)"), R"("spec.workspaec": unknown field)"},
+      {replace(R"("203.0.113.0/24")", R"("203.0.113.0/33")"), R"("spec.egress.allowlist[2]": )"},
+      {replace(R"("reason":"")", R"("reason":"","extra":1)"), R"("extra": unknown field)"},
+  };
+  for (const auto& [json, message] : kCases) {
+    Result<RunRecord> parsed = RunRecordFromJson(json);
+    EXPECT_THAT(parsed, StatusIs(StatusCode::kInvalidArgument)) << json;
+    EXPECT_THAT(parsed, StatusHasMessage(std::string(message))) << json;
+  }
+}
+
+}  // namespace
+}  // namespace codespace

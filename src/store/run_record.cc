@@ -1,0 +1,73 @@
+#include "store/run_record.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <utility>
+
+namespace codespace {
+namespace {
+
+constexpr std::array<std::pair<RunState, std::string_view>, 7> kRunStateNames = {{
+    {RunState::kQueued, "queued"},
+    {RunState::kRunning, "running"},
+    {RunState::kExited, "exited"},
+    {RunState::kAborted, "aborted"},
+    {RunState::kRefused, "refused"},
+    {RunState::kCancelled, "cancelled"},
+    {RunState::kLost, "lost"},
+}};
+
+}  // namespace
+
+std::string_view RunStateName(RunState state) {
+  for (const auto& [value, name] : kRunStateNames) {
+    if (value == state) return name;
+  }
+  return "unknown";
+}
+
+Result<RunState> ParseRunState(std::string_view text) {
+  for (const auto& [value, name] : kRunStateNames) {
+    if (name == text) return value;
+  }
+  return InvalidArgumentError(fmt::format(
+      "unknown run state \"{}\" (expected queued, running, exited, aborted, refused, cancelled "
+      "or lost)",
+      text));
+}
+
+bool IsTerminal(RunState state) {
+  switch (state) {
+    case RunState::kQueued:
+    case RunState::kRunning:
+      return false;
+    case RunState::kExited:
+    case RunState::kAborted:
+    case RunState::kRefused:
+    case RunState::kCancelled:
+    case RunState::kLost:
+      return true;
+  }
+  return true;  // not reached; an unknown value is treated as final so nothing moves it
+}
+
+bool IsAllowedTransition(RunState from, RunState to) {
+  switch (from) {
+    case RunState::kQueued:
+      return to == RunState::kRunning || to == RunState::kAborted || to == RunState::kRefused ||
+             to == RunState::kCancelled;
+    case RunState::kRunning:
+      return to == RunState::kExited || to == RunState::kAborted || to == RunState::kCancelled ||
+             to == RunState::kLost;
+    case RunState::kExited:
+    case RunState::kAborted:
+    case RunState::kRefused:
+    case RunState::kCancelled:
+    case RunState::kLost:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace codespace

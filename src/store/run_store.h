@@ -1,0 +1,37 @@
+// RunStore: where run records live. An interface so that the embedded SQLite store and a fleet
+// PostgreSQL store are interchangeable, and tests can inject failures.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "store/run_record.h"
+
+namespace codespace {
+
+struct RunListOptions {
+  std::optional<RunState> state;  // only runs in this state
+  size_t limit = 100;
+  size_t offset = 0;  // newest first
+};
+
+class RunStore {
+ public:
+  virtual ~RunStore() = default;
+
+  // Adds a new run. kAlreadyExists when the id is taken.
+  [[nodiscard]] virtual Status Insert(const RunRecord& record) = 0;
+  // kNotFound when there is no such run.
+  [[nodiscard]] virtual Result<RunRecord> Get(std::string_view id) = 0;
+  [[nodiscard]] virtual Result<std::vector<RunRecord>> List(const RunListOptions& options) = 0;
+  // Replaces the record of `updated.id` in one transaction, only when it is still in state
+  // `expected` and IsAllowedTransition(expected, updated.state) (or the state is unchanged).
+  // kAborted when another writer moved it first; kFailedPrecondition for a backward move.
+  [[nodiscard]] virtual Status Update(const RunRecord& updated, RunState expected) = 0;
+};
+
+}  // namespace codespace

@@ -1,0 +1,88 @@
+#include "worker/local_runner.h"
+
+#include <chrono>
+
+#include "sandbox/launcher.h"
+
+namespace codespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Result<RunRecord> LocalProcessRunner::Create(const RunSpec& spec) {
+  RunRecord r;
+  r.id = NewRunId();
+  r.spec = spec;
+  r.created_ms = NowMs();
+  Admission a = Admit(facts_, spec, r.id);
+  r.plan = a.decision.plan;
+  r.network = PostureOfPlan(a.decision.plan);
+  r.namespace_name = a.namespace_name;
+  r.reason = a.reason;
+  if (a.admitted) {
+    r.state = RunState::kQueued;
+  } else {
+    r.state = RunState::kRefused;
+    r.ended_ms = r.created_ms;
+  }
+  RETURN_IF_ERROR(store_->Insert(r));
+  return r;
+}
+
+void ApplyOutcome(const RunOutcome& o, RunRecord* r) {
+  r->ended_ms = NowMs();
+  switch (o.kind) {
+    case RunOutcome::Kind::kExited:
+      r->state = RunState::kExited;
+      r->exit_code = o.exit_code;
+      break;
+    case RunOutcome::Kind::kSignaled:
+      r->state = RunState::kExited;
+      r->signal = o.signal;
+      break;
+    case RunOutcome::Kind::kNotFound:
+    case RunOutcome::Kind::kCannotInvoke:
+      r->state = RunState::kExited;
+      r->exit_code = o.ShellCode();
+      r->reason = o.reason;
+      break;
+    case RunOutcome::Kind::kTimedOut:
+      r->state = RunState::kCancelled;
+      r->signal = o.signal;
+      r->reason = o.reason;
+      break;
+    case RunOutcome::Kind::kAborted:
+      r->state = RunState::kAborted;
+      r->reason = o.reason;
+      break;
+  }
+}
+
+Result<RunRecord> LocalProcessRunner::Execute(const RunRecord& queued, int stdout_fd,
+                                              int stderr_fd) {
+  RunRecord r = queued;
+  r.state = RunState::kRunning;
+  r.started_ms = NowMs();
+  RETURN_IF_ERROR(store_->Update(r, RunState::kQueued));
+
+  LaunchRequest req;
+  req.run_id = r.id;
+  req.spec = r.spec;
+  // The plan recorded at admission, not a new decision.
+  req.decision = PlanDecision{r.plan, facts_.confines, r.reason};
+  req.bwrap_path = facts_.bwrap_path;
+  req.init_path = config_.init_path;
+  req.hidden_dirs = config_.hidden_dirs;
+  req.stdout_fd = stdout_fd;
+  req.stderr_fd = stderr_fd;
+  RunOutcome outcome = LaunchAndWait(req);
+
+  ApplyOutcome(outcome, &r);
+  RETURN_IF_ERROR(store_->Update(r, RunState::kRunning));
+  return r;
+}
+
+}  // namespace codespace
