@@ -49,12 +49,14 @@ void AddSpecFlags(CLI::App* app, SpecFlags* f, bool with_command) {
       ->default_str("none");
   app->add_option("--allow", f->allow,
                   "Allowlist entry (repeatable): host, *.suffix, IPv4/IPv6 address or CIDR, "
-                  "optional :port ([v6]:port)");
+                  "optional :port ([v6]:port)")
+      ->allow_extra_args(false);  // one value per --allow, so "--" still starts the command
   if (!with_command) return;
   app->add_option("--workspace", f->workspace,
                   "Directory bound read-write and used as the working directory (default: "
                   "the current directory)");
-  app->add_option("--env", f->env, "KEY=VALUE for the run's environment (repeatable)");
+  app->add_option("--env", f->env, "KEY=VALUE for the run's environment (repeatable)")
+      ->allow_extra_args(false);
   app->add_option("--timeout", f->timeout, "Wall-clock timeout in seconds (0: none)")
       ->check(CLI::NonNegativeNumber);
   app->add_option("command", f->command, "The command and its arguments, after --")->required();

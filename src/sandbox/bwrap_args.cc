@@ -31,8 +31,9 @@ std::vector<std::string> BuildBwrapArgv(const BwrapLayout& l) {
   }
   // Last among the mounts: a hidden dir inside the workspace stays hidden.
   for (const auto& d : l.hidden_dirs) {
-    a.push_back("--tmpfs");
-    a.push_back(d);
+    for (const std::string& f : {std::string("--tmpfs"), d, std::string("--remount-ro"), d}) {
+      a.push_back(f);
+    }
   }
   a.push_back("--clearenv");
   for (const auto& kv : l.env) {

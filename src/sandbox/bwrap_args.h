@@ -12,7 +12,8 @@ struct BwrapLayout {
   bool share_network = false;  // Shared plan: the worker's network; otherwise a fresh netns
   // Absolute; bound read-write and the working directory. Empty: none (the trial sandbox).
   std::string workspace;
-  // Paths hidden behind an empty tmpfs (the worker's state dir: other runs' records and logs).
+  // Paths hidden behind an empty read-only tmpfs (the worker's state dir: other runs' records
+  // and logs).
   // Only existing directories may be listed; bubblewrap cannot create mount points in the
   // read-only root.
   std::vector<std::string> hidden_dirs;
@@ -29,7 +30,7 @@ struct BwrapLayout {
 // bwrap --unshare-user --disable-userns --unshare-pid --unshare-ipc --unshare-uts
 //      --unshare-cgroup-try [--unshare-net] --die-with-parent --new-session
 //      --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --tmpfs /var/tmp
-//      [--ro-bind init /dev/.codespace-init] [--bind ws ws --chdir ws] [--tmpfs hidden]...
+//      [--ro-bind init /dev/.codespace-init] [--bind ws ws --chdir ws] [--tmpfs hidden --remount-ro hidden]...
 //      --clearenv --setenv K V... --cap-drop ALL [--info-fd N] -- cmd
 //
 // Why each: own user namespace so that even a root worker's run holds no capability that counts

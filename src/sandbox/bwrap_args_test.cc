@@ -35,7 +35,7 @@ TEST(BwrapArgsTest, SeveredArgvExactly) {
                   "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--ro-bind",
                   "/opt/cs/codespace-init", "/dev/.codespace-init", "--bind", "/work/ws",
                   "/work/ws", "--chdir", "/work/ws", "--tmpfs", "/var/lib/codespace",
-                  "--clearenv", "--setenv", "A", "1", "--setenv", "B", "x=y",
+                  "--remount-ro", "/var/lib/codespace", "--clearenv", "--setenv", "A", "1", "--setenv", "B", "x=y",
                   "--cap-drop", "ALL", "--info-fd", "4", "--", "/dev/.codespace-init", "3", "sh",
                   "-c", "echo hi"));
 }

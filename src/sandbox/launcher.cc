@@ -116,7 +116,12 @@ RunOutcome LaunchConfined(const LaunchRequest& r) {
     if (rc == 0) {
       timed_out = true;
       if (sandbox_init_pidfd) {
+        // SIGKILL to the pid namespace's init: the kernel kills every process in it, and the
+        // init's pidfd turns readable only after the last of them is gone.
         ::syscall(SYS_pidfd_send_signal, sandbox_init_pidfd.get(), SIGKILL, nullptr, 0);
+        pollfd gone{sandbox_init_pidfd.get(), POLLIN, 0};
+        while (::poll(&gone, 1, 10000) < 0 && errno == EINTR) {
+        }
       }
       child->Signal(SIGKILL).IgnoreError();  // --die-with-parent takes the sandbox with it
       auto st = child->Wait();

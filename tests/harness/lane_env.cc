@@ -1,0 +1,150 @@
+#include "harness/lane_env.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "base/file_util.h"
+
+#ifndef CODESPACE_BUILD_DIR
+#error "CODESPACE_BUILD_DIR must name the build directory"
+#endif
+
+namespace codespace::lanes {
+
+namespace {
+
+Status CopyExecutable(const std::string& from, const std::string& to) {
+  ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(from));
+  return WriteFileAtomically(to, bytes, 0755);
+}
+
+Status Chown(const std::string& path, uid_t uid) {
+  if (::chown(path.c_str(), uid, uid) != 0) return ErrnoError(fmt::format("chown({})", path), errno);
+  return OkStatus();
+}
+
+}  // namespace
+
+StagedInstall::StagedInstall(uid_t owner) : owner_(owner) {
+  Status s = Stage();
+  ok_ = s.ok();
+  error_ = s.message();
+}
+
+Status StagedInstall::Stage() {
+  if (dir_.path().empty()) return InternalError("mkdtemp failed");
+  if (::chmod(dir_.path().c_str(), 0755) != 0) return ErrnoError("chmod", errno);
+  const std::string build = CODESPACE_BUILD_DIR;
+  for (const char* d : {"/bin", "/workspace", "/state"}) {
+    RETURN_IF_ERROR(MakeDirs(dir_.path() + d, 0755));
+  }
+  for (const auto& [from, to] :
+       std::vector<std::pair<std::string, std::string>>{
+           {build + "/codespace", "codespace"},
+           {build + "/codespace-init", "codespace-init"},
+       }) {
+    RETURN_IF_ERROR(CopyExecutable(from, dir_.path() + "/bin/" + to));
+  }
+  RETURN_IF_ERROR(MakeDirs(workspace() + "/.probe", 0755));
+  RETURN_IF_ERROR(CopyExecutable(build + "/tests/escape_probe", probe()));
+  for (const std::string& d : {workspace(), state_dir()}) RETURN_IF_ERROR(Chown(d, owner_));
+  return OkStatus();
+}
+
+CliResult RunCodespace(const StagedInstall& install, const std::vector<std::string>& args,
+                       const std::map<std::string, std::string>& extra_env,
+                       const std::vector<std::string>& wrapper) {
+  return RunCodespaceAs(install, install.owner(), args, extra_env, wrapper);
+}
+
+CliResult RunCodespaceAs(const StagedInstall& install, uid_t run_as,
+                         const std::vector<std::string>& args,
+                         const std::map<std::string, std::string>& extra_env,
+                         const std::vector<std::string>& wrapper) {
+  std::vector<std::string> argv = wrapper;
+  if (run_as != 0) {
+    std::string id = std::to_string(run_as);
+    for (const std::string& a :
+         {std::string("/usr/bin/setpriv"), "--reuid=" + id, "--regid=" + id, std::string("--clear-groups"),
+          std::string("--inh-caps=-all"), std::string("--bounding-set=-all"),
+          std::string("--no-new-privs"), std::string("--")}) {
+      argv.push_back(a);
+    }
+  }
+  argv.push_back(install.codespace());
+  for (const auto& a : args) argv.push_back(a);
+  std::map<std::string, std::string> env = {
+      {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+      {"HOME", install.root()},
+      {"CODESPACE_STATE_DIR", install.state_dir()},
+  };
+  for (const auto& [k, v] : extra_env) env[k] = v;
+  std::vector<std::string> envv;
+  for (const auto& [k, v] : env) envv.push_back(k + "=" + v);
+  auto out = RunCommand(argv, envv);
+  if (!out.ok()) return {ExitStatus::Exited(255), "RunCommand failed: " + out.status().message()};
+  return {out->status, out->output};
+}
+
+nlohmann::json LatestRecord(const StagedInstall& install) {
+  CliResult r = RunCodespace(install, {"show", "latest", "--json"});
+  if (r.code() != 0) return nlohmann::json{{"error", r.output}};
+  auto j = nlohmann::json::parse(r.output, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return nlohmann::json{{"error", "not JSON: " + r.output}};
+  return j;
+}
+
+LoopbackListener::LoopbackListener() {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return;
+  UniqueFd fd(s);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (::bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(s, 64) != 0 ||
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return;
+  }
+  port_ = ntohs(a.sin_port);
+  fd_ = std::move(fd);
+}
+
+MarkerProcess::MarkerProcess() {
+  std::random_device rd;
+  // sleep accepts a fractional count of seconds: a unique number is a unique marker.
+  marker_ = fmt::format("3600.{:09d}", rd() % 1000000000u);
+  SpawnOptions o;
+  o.argv = {"/bin/sleep", marker_};
+  auto child = Spawn(o);
+  if (child.ok()) child_ = std::move(*child);
+}
+
+std::vector<pid_t> ProcessesMatching(const std::string& needle) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string cmd = ss.str();
+    for (char& c : cmd) c = c == '\0' ? ' ' : c;
+    if (cmd.find(needle) != std::string::npos) out.push_back(std::atoi(e->d_name));
+  }
+  ::closedir(d);
+  return out;
+}
+
+}  // namespace codespace::lanes

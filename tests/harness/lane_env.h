@@ -1,0 +1,99 @@
+// The lane harness: runs the real codespace binary as root, as an unprivileged uid, and
+// unconfined, and gives the tests the outside things they probe against. Everything it makes
+// (staged binaries, workspaces, state dirs, listeners, marker processes) has one owner whose
+// destructor removes it, so a failing test leaves nothing behind.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/process.h"
+#include "base/status.h"
+#include "base/testing/temp_dir.h"
+#include "base/unique_fd.h"
+
+namespace codespace::lanes {
+
+inline constexpr uid_t kUnprivilegedUid = 1654;
+
+// A copy of codespace, codespace-init and escape_probe in a fresh 0755 directory under /tmp, so
+// an unprivileged uid can execute them even when the build tree sits under a private home.
+// Also a workspace and a state dir owned by `owner`.
+class StagedInstall {
+ public:
+  explicit StagedInstall(uid_t owner);
+  bool ok() const { return ok_; }
+  const std::string& error() const { return error_; }
+  std::string codespace() const { return dir_.path() + "/bin/codespace"; }
+  // Inside the workspace: the run's /tmp is private, so a probe under /tmp/... would be hidden.
+  std::string probe() const { return workspace() + "/.probe/escape_probe"; }
+  std::string workspace() const { return dir_.path() + "/workspace"; }
+  std::string state_dir() const { return dir_.path() + "/state"; }
+  const std::string& root() const { return dir_.path(); }
+  uid_t owner() const { return owner_; }
+
+ private:
+  Status Stage();
+  TempDir dir_{"codespace-lane"};
+  uid_t owner_;
+  bool ok_ = false;
+  std::string error_;
+};
+
+struct CliResult {
+  ExitStatus status;
+  std::string output;  // stdout and stderr together
+  int code() const { return status.ShellCode(); }
+};
+
+// Runs `codespace ARGS...` from a StagedInstall: as its owner (through setpriv with no
+// capabilities and no_new_privs when the owner is not root), with a minimal environment plus
+// `extra_env`, and CODESPACE_STATE_DIR set to the install's state dir.
+CliResult RunCodespace(const StagedInstall& install, const std::vector<std::string>& args,
+                       const std::map<std::string, std::string>& extra_env = {},
+                       const std::vector<std::string>& wrapper = {});
+
+// The same, run as `run_as` (0: no setpriv; the wrapper may change identity itself).
+CliResult RunCodespaceAs(const StagedInstall& install, uid_t run_as,
+                         const std::vector<std::string>& args,
+                         const std::map<std::string, std::string>& extra_env,
+                         const std::vector<std::string>& wrapper);
+
+// The latest record in the install's store, as JSON (`codespace show latest --json`).
+nlohmann::json LatestRecord(const StagedInstall& install);
+
+// A TCP listener on 127.0.0.1 in the test's own network namespace: the "worker's loopback
+// service" a severed run must not reach and a shared run must.
+class LoopbackListener {
+ public:
+  LoopbackListener();
+  int port() const { return port_; }
+  bool ok() const { return fd_.valid(); }
+
+ private:
+  UniqueFd fd_;
+  int port_ = 0;
+};
+
+// A process outside every sandbox, with a unique marker in its command line; killed and reaped
+// when the test ends.
+class MarkerProcess {
+ public:
+  MarkerProcess();
+  pid_t pid() const { return child_.pid(); }
+  const std::string& marker() const { return marker_; }
+
+ private:
+  std::string marker_;
+  ChildProcess child_;
+};
+
+// Pids of host processes whose command line contains `needle`.
+std::vector<pid_t> ProcessesMatching(const std::string& needle);
+
+}  // namespace codespace::lanes

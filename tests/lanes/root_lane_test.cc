@@ -1,0 +1,135 @@
+// Root lane: the worker runs as root, where bubblewrap confines and the host can filter.
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+#include "base/file_util.h"
+#include "lanes/lane_test_util.h"
+
+namespace codespace::lanes {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class RootLaneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    REQUIRE_ROOT_FOR_LANES();
+    ASSERT_TRUE(install_.ok()) << install_.error();
+    ASSERT_TRUE(service_.ok());
+  }
+  CliResult Run(const std::vector<std::string>& flags, const std::vector<std::string>& cmd) {
+    std::vector<std::string> a = {"run", "--workspace", install_.workspace()};
+    a.insert(a.end(), flags.begin(), flags.end());
+    a.push_back("--");
+    a.insert(a.end(), cmd.begin(), cmd.end());
+    return RunCodespace(install_, a);
+  }
+  std::string Port() const { return std::to_string(service_.port()); }
+
+  StagedInstall install_{0};
+  LoopbackListener service_;
+};
+
+TEST_F(RootLaneTest, PostureSaysConfinesAndCanFilter) {
+  CliResult r = RunCodespace(install_, {"posture"});
+  EXPECT_EQ(r.code(), 0) << Describe(r);
+  EXPECT_THAT(r.output, HasSubstr("posture uid=0 confines=yes"));
+  EXPECT_THAT(r.output, HasSubstr("tools=yes canFilter=yes allowlist=filtered"));
+}
+
+TEST_F(RootLaneTest, NoneIsSeveredWithOnlyLoopback) {
+  CliResult r = Run({"--egress", "none"}, {install_.probe(), "links"});
+  ASSERT_EQ(r.code(), 0) << Describe(r);
+  EXPECT_THAT(r.output, HasSubstr("\nlo\n"));
+  EXPECT_THAT(r.output, Not(HasSubstr("eth0")));
+  auto rec = LatestRecord(install_);
+  EXPECT_EQ(rec["plan"], "severed") << rec.dump();
+  EXPECT_EQ(rec["network"], "severed");
+  EXPECT_EQ(rec["state"], "exited");
+  EXPECT_EQ(rec["exit_code"], 0);
+}
+
+TEST_F(RootLaneTest, NoneCannotReachTheWorkersLoopbackService) {
+  // The service is reachable from here: the wall, not a dead service, is what stops the run.
+  CliResult open = Run({"--egress", "open"}, {install_.probe(), "connect", "127.0.0.1", Port()});
+  ASSERT_EQ(open.code(), 0) << Describe(open);
+  CliResult r = Run({"--egress", "none"}, {install_.probe(), "no-connect", "127.0.0.1", Port()});
+  EXPECT_EQ(r.code(), 0) << "severed run reached the worker's loopback: " << Describe(r);
+}
+
+TEST_F(RootLaneTest, OpenIsSharedAndReachesTheService) {
+  CliResult r = Run({"--egress", "open"}, {install_.probe(), "connect", "127.0.0.1", Port()});
+  EXPECT_EQ(r.code(), 0) << Describe(r);
+  EXPECT_THAT(r.output, HasSubstr("connected"));
+  auto rec = LatestRecord(install_);
+  EXPECT_EQ(rec["plan"], "shared") << rec.dump();
+  EXPECT_EQ(rec["network"], "shared");
+}
+
+// Until the filtered-egress subsystem exists, a Filtered plan is aborted before its command
+// starts — never launched on the worker's network.
+TEST_F(RootLaneTest, AllowlistIsFilteredOrNeverStarts) {
+  std::string created = install_.workspace() + "/allowlist-ran";
+  CliResult r = Run({"--egress", "allowlist", "--allow", "127.0.0.1:" + Port()},
+                    {"/bin/sh", "-c", "touch " + created});
+  auto rec = LatestRecord(install_);
+  EXPECT_EQ(rec["plan"], "filtered") << rec.dump() << Describe(r);
+  if (rec["state"] == "aborted") {
+    EXPECT_EQ(r.code(), 125) << Describe(r);
+    EXPECT_THAT(rec["reason"].get<std::string>(), HasSubstr("Filtered-egress netns setup failed"));
+    EXPECT_NE(::access(created.c_str(), F_OK), 0) << "the command ran although setup failed";
+  } else {
+    EXPECT_EQ(rec["state"], "exited");
+    EXPECT_EQ(rec["network"], "filtered");
+  }
+}
+
+TEST_F(RootLaneTest, ExitCodesAndSignalsPropagate) {
+  CliResult seven = Run({}, {"/bin/sh", "-c", "exit 7"});
+  EXPECT_EQ(seven.code(), 7) << Describe(seven);
+  EXPECT_EQ(LatestRecord(install_)["exit_code"], 7);
+
+  CliResult term = Run({}, {"/bin/sh", "-c", "kill -TERM $$"});
+  EXPECT_EQ(term.code(), 128 + 15) << Describe(term);
+  auto rec = LatestRecord(install_);
+  EXPECT_EQ(rec["signal"], 15) << rec.dump();
+  EXPECT_TRUE(rec["exit_code"].is_null());
+
+  // A command that exits 143 by itself is not a signal death.
+  CliResult plain = Run({}, {"/bin/sh", "-c", "exit 143"});
+  EXPECT_EQ(plain.code(), 143);
+  EXPECT_TRUE(LatestRecord(install_)["signal"].is_null());
+
+  CliResult missing = Run({}, {"no-such-command-here"});
+  EXPECT_EQ(missing.code(), 127) << Describe(missing);
+  std::string data = install_.workspace() + "/not-executable";
+  ASSERT_TRUE(WriteFileAtomically(data, "echo should-not-run\n", 0644).ok());
+  CliResult not_exec = Run({}, {data});
+  EXPECT_EQ(not_exec.code(), 126) << Describe(not_exec);
+}
+
+TEST_F(RootLaneTest, BadAllowlistEntryIsRefusedBeforeAnythingRuns) {
+  CliResult r = Run({"--egress", "allowlist", "--allow", "exa mple.com"}, {"/bin/true"});
+  EXPECT_EQ(r.code(), 125);
+  EXPECT_THAT(r.output, HasSubstr("allowlist entry \"exa mple.com\": invalid host name"));
+  CliResult empty = Run({"--egress", "allowlist"}, {"/bin/true"});
+  EXPECT_EQ(empty.code(), 125);
+  EXPECT_THAT(empty.output, HasSubstr("needs at least one --allow"));
+}
+
+TEST_F(RootLaneTest, TimeoutKillsTheWholeSandbox) {
+  MarkerProcess unique;  // only for its unique number; the sandbox starts its own sleeps
+  std::string m = unique.marker() + "1";
+  CliResult r = Run({"--timeout", "1"},
+                    {"/bin/sh", "-c", fmt::format("sleep {0} & (sleep {0} &) ; sleep {0}", m)});
+  EXPECT_EQ(r.code(), 137) << Describe(r);
+  auto rec = LatestRecord(install_);
+  EXPECT_EQ(rec["state"], "cancelled") << rec.dump();
+  EXPECT_THAT(rec["reason"].get<std::string>(), HasSubstr("timeout"));
+  EXPECT_THAT(ProcessesMatching(m), ::testing::IsEmpty()) << "a sandboxed process survived";
+}
+
+}  // namespace
+}  // namespace codespace::lanes
