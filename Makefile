@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 BUILD ?= build
 PREFIX ?= /usr/local
-STATE_DIR ?= $(CURDIR)/var
+STATE_DIR ?= $(CURDIR)/var/state
 
 # Debian packages the build, the runs and the tests need.
 DEBS := build-essential cmake ninja-build pkg-config clang-format \

@@ -4,6 +4,24 @@
 
 namespace codespace {
 
+namespace {
+
+// `dir` is `path` or one of its ancestors.
+bool Contains(std::string_view dir, std::string_view path) {
+  if (path.empty() || dir.empty()) return false;
+  if (dir == path) return true;
+  std::string_view d = dir.back() == '/' ? dir.substr(0, dir.size() - 1) : dir;
+  return path.size() > d.size() && path.substr(0, d.size()) == d && path[d.size()] == '/';
+}
+
+void Hide(const std::string& dir, std::vector<std::string>* a) {
+  for (const std::string& f : {std::string("--tmpfs"), dir, std::string("--remount-ro"), dir}) {
+    a->push_back(f);
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> BuildBwrapArgv(const BwrapLayout& l) {
   std::vector<std::string> a = {l.bwrap_path,  "--unshare-user",  "--disable-userns",
                                 "--unshare-pid", "--unshare-ipc", "--unshare-uts",
@@ -19,6 +37,9 @@ std::vector<std::string> BuildBwrapArgv(const BwrapLayout& l) {
     a.push_back(l.init_path);
     a.push_back(kSandboxInitPath);
   }
+  for (const auto& d : l.hidden_dirs) {
+    if (Contains(d, l.workspace)) Hide(d, &a);
+  }
   if (!l.workspace.empty()) {
     // After the tmpfs mounts, so a workspace under /tmp or a hidden dir is still bound.
     for (const auto& s : {std::string("--bind"), l.workspace, l.workspace, std::string("--chdir"),
@@ -29,11 +50,10 @@ std::vector<std::string> BuildBwrapArgv(const BwrapLayout& l) {
     a.push_back("--chdir");
     a.push_back("/");
   }
-  // Last among the mounts: a hidden dir inside the workspace stays hidden.
+  // After the workspace bind, so that a hidden dir inside the workspace stays hidden. One that
+  // holds the workspace was masked before the bind (above), or the bind would vanish under it.
   for (const auto& d : l.hidden_dirs) {
-    for (const std::string& f : {std::string("--tmpfs"), d, std::string("--remount-ro"), d}) {
-      a.push_back(f);
-    }
+    if (!Contains(d, l.workspace)) Hide(d, &a);
   }
   a.push_back("--clearenv");
   for (const auto& kv : l.env) {

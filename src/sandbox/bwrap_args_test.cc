@@ -84,6 +84,19 @@ TEST(BwrapArgsTest, InvariantsForEveryLayout) {
   }
 }
 
+// A hidden dir that holds the workspace is masked before the workspace is bound (else the bind
+// would vanish under the tmpfs); one inside the workspace, after (else it would show).
+TEST(BwrapArgsTest, HiddenDirsAroundTheWorkspace) {
+  BwrapLayout l = Layout(false);
+  l.workspace = "/srv/state/ws";
+  l.hidden_dirs = {"/srv/state", "/srv/state/ws/.secrets", "/srv/statefile"};
+  auto a = BuildBwrapArgv(l);
+  auto at = [&](const std::string& v) { return std::find(a.begin(), a.end(), v) - a.begin(); };
+  EXPECT_LT(at("/srv/state"), at("--bind"));
+  EXPECT_GT(at("/srv/state/ws/.secrets"), at("--bind"));
+  EXPECT_GT(at("/srv/statefile"), at("--bind"));  // a sibling, not a parent
+}
+
 TEST(BwrapArgsTest, MalformedEnvEntriesAreDropped) {
   BwrapLayout l = Layout(false);
   l.env = {"GOOD=1", "NOEQUALS", "=novalue"};
