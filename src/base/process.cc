@@ -5,7 +5,9 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/capability.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -38,8 +40,10 @@ struct ChildError {
   int err;
 };
 
-constexpr const char* kStepNames[] = {"execve", "unshare", "chdir", "dup2",
-                                      "setsid", "write uid_map", "bring up lo"};
+constexpr const char* kStepNames[] = {"execve",       "unshare",     "chdir",
+                                      "dup2",         "setsid",      "write uid_map",
+                                      "bring up lo",  "setns(CLONE_NEWNET)", "bind files",
+                                      "drop capabilities"};
 
 [[noreturn]] void ChildFail(int fd, int step) {
   ChildError e{step, errno};
@@ -172,6 +176,19 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
     int efd = err_pipe.write.get();
     if (o.parent_death_signal) ::prctl(PR_SET_PDEATHSIG, o.parent_death_signal);
     if (o.new_session && ::setsid() < 0) ChildFail(efd, 4);
+    if (o.netns_fd >= 0 && ::setns(o.netns_fd, CLONE_NEWNET) != 0) ChildFail(efd, 7);
+    if (!o.bind_files.empty()) {
+      if (::unshare(CLONE_NEWNS) != 0 ||
+          ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+        ChildFail(efd, 8);
+      }
+      for (const auto& [from, to] : o.bind_files) {
+        if (::mount(from.c_str(), to.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+            ::mount(nullptr, to.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
+          ChildFail(efd, 8);
+        }
+      }
+    }
     if (!o.unshare_attempts.empty()) {
       bool done = false;
       for (int flags : o.unshare_attempts) {
@@ -221,6 +238,21 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (o.drop_capabilities) {
+      // Bounding set first, while CAP_SETPCAP is still held; a process without it (EPERM) has
+      // nothing to drop there that matters: with no_new_privs, execve's new permitted set is
+      // clamped to the old one, which capset() below empties.
+      for (int cap = 0; cap <= 63; ++cap) {
+        if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL && errno != EPERM) {
+          ChildFail(efd, 9);
+        }
+      }
+      ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+      __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+      __user_cap_data_struct data[2] = {};
+      if (::syscall(SYS_capset, &hdr, data) != 0) ChildFail(efd, 9);
+      if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(efd, 9);
+    }
     ::execve(program.c_str(), argv.data(), envp.data());
     ChildFail(efd, 0);
   }

@@ -46,6 +46,13 @@ struct SpawnOptions {
   // All failing makes Spawn fail with the last error (the command never starts).
   std::vector<int> unshare_attempts;
   bool loopback_up = false;  // after unshare(CLONE_NEWNET): bring `lo` up
+  // setns(netns_fd, CLONE_NEWNET) in the child before anything else (-1: stay).
+  int netns_fd = -1;
+  // A private mount namespace in which each (source, target) file is bound read-only over the
+  // target (e.g. a run's resolv.conf over /etc/resolv.conf). Needs CAP_SYS_ADMIN.
+  std::vector<std::pair<std::string, std::string>> bind_files;
+  // Empty every capability set (also for uid 0) and set no_new_privs, last before exec.
+  bool drop_capabilities = false;
   int parent_death_signal = 0;  // PR_SET_PDEATHSIG
 };
 

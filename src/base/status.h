@@ -119,15 +119,17 @@ Status AsStatus(const Result<T>& r) {
 #define CS_CONCAT(a, b) CS_CONCAT_INNER(a, b)
 
 // Returns the status from the enclosing function when `expr` (a Status or Result) is not OK.
-#define RETURN_IF_ERROR(expr)                                                  \
-  do {                                                                         \
-    ::codespace::Status cs_status_ = ::codespace::internal::AsStatus((expr)); \
-    if (!cs_status_.ok()) return cs_status_;                                   \
+// (__COUNTER__ keeps the temporary unique when one use nests inside another's lambda.)
+#define RETURN_IF_ERROR(expr) RETURN_IF_ERROR_IMPL(CS_CONCAT(cs_status_, __COUNTER__), expr)
+#define RETURN_IF_ERROR_IMPL(var, expr)                                 \
+  do {                                                                  \
+    ::codespace::Status var = ::codespace::internal::AsStatus((expr)); \
+    if (!var.ok()) return var;                                          \
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, MakeX());` — binds the value or returns the error.
 #define ASSIGN_OR_RETURN(lhs, expr) \
-  ASSIGN_OR_RETURN_IMPL(CS_CONCAT(cs_result_, __LINE__), lhs, expr)
+  ASSIGN_OR_RETURN_IMPL(CS_CONCAT(cs_result_, __COUNTER__), lhs, expr)
 #define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                          \
   if (!tmp.ok()) return tmp.status();         \

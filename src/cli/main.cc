@@ -149,10 +149,15 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
     PrintError(store.status());
     return kExitCodespaceFailed;
   }
-  RunnerConfig config;
-  config.init_path = FindSandboxInit();
-  config.hidden_dirs = {state_dir};
-  LocalProcessRunner runner(facts, store->get(), config);
+  RunnerConfig base;
+  base.init_path = FindSandboxInit();
+  base.hidden_dirs = {state_dir};
+  auto config = RunnerConfigFromEnvironment(base);
+  if (!config.ok()) {
+    PrintError(config.status());
+    return kExitCodespaceFailed;
+  }
+  LocalProcessRunner runner(facts, store->get(), *config);
   auto created = runner.Create(*spec);
   if (!created.ok()) {
     PrintError(created.status());

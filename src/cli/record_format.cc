@@ -60,6 +60,17 @@ std::string FormatRecord(const RunRecord& r) {
   line("state", std::string(RunStateName(r.state)));
   line("ended", Ending(r));
   if (!r.reason.empty()) line("reason", r.reason);
+  if (r.plan == Plan::kFiltered) {
+    const NetworkReport& n = r.network_report;
+    auto list = [](const std::vector<std::string>& v) {
+      std::string joined;
+      for (const auto& e : v) joined += (joined.empty() ? "" : ", ") + e;
+      return joined.empty() ? std::string("-") : joined;
+    };
+    line("dns ok", list(n.dns_admitted));
+    line("dns no", list(n.dns_refused));
+    line("dropped", fmt::format("{} packets", n.dropped_packets));
+  }
   line("created", Time(r.created_ms));
   line("started", Time(r.started_ms));
   line("finished", Time(r.ended_ms));

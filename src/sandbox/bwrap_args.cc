@@ -32,6 +32,9 @@ std::vector<std::string> BuildBwrapArgv(const BwrapLayout& l) {
                         "/tmp", "--tmpfs", "/var/tmp"}) {
     a.push_back(f);
   }
+  for (const auto& [from, to] : l.ro_files) {
+    for (const std::string& f : {std::string("--ro-bind"), from, to}) a.push_back(f);
+  }
   if (!l.init_path.empty()) {
     a.push_back("--ro-bind");
     a.push_back(l.init_path);

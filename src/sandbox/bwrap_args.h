@@ -9,7 +9,11 @@ namespace codespace {
 
 struct BwrapLayout {
   std::string bwrap_path;
-  bool share_network = false;  // Shared plan: the worker's network; otherwise a fresh netns
+  // No --unshare-net: the sandbox keeps the network namespace bubblewrap starts in — the
+  // worker's (Shared) or the run's filtered one (Filtered). Otherwise a fresh, empty one.
+  bool share_network = false;
+  // Files bound read-only over paths inside (a filtered run's resolv.conf over /etc/resolv.conf).
+  std::vector<std::pair<std::string, std::string>> ro_files;
   // Absolute; bound read-write and the working directory. Empty: none (the trial sandbox).
   std::string workspace;
   // Paths hidden behind an empty read-only tmpfs (the worker's state dir: other runs' records

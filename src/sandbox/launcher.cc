@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 
@@ -68,7 +69,7 @@ std::optional<RunOutcome> ParseInitStatus(const std::string& text, const std::st
 }
 
 // Confined: bubblewrap, with codespace-init reporting the command's end through a pipe.
-RunOutcome LaunchConfined(const LaunchRequest& r) {
+RunOutcome LaunchConfined(const LaunchRequest& r, FilteredEgressNetns* net) {
   auto status_pipe = MakePipe();
   auto info_pipe = MakePipe();
   if (!status_pipe.ok() || !info_pipe.ok()) {
@@ -78,7 +79,9 @@ RunOutcome LaunchConfined(const LaunchRequest& r) {
   }
   BwrapLayout l;
   l.bwrap_path = r.bwrap_path;
-  l.share_network = r.decision.plan == Plan::kShared;
+  // Shared keeps the worker's namespace; Filtered the run's (bubblewrap is started inside it).
+  l.share_network = r.decision.plan == Plan::kShared || net != nullptr;
+  if (net) l.ro_files.emplace_back(net->resolv_conf_path(), "/etc/resolv.conf");
   l.workspace = r.spec.workspace;
   l.hidden_dirs = r.hidden_dirs;
   l.env = SandboxEnvironment(r.spec.env);
@@ -94,6 +97,7 @@ RunOutcome LaunchConfined(const LaunchRequest& r) {
            {r.stderr_fd, 2},
            {status_pipe->write.get(), kStatusFd},
            {info_pipe->write.get(), kInfoFd}};
+  if (net) o.netns_fd = net->netns_fd();
   auto child = Spawn(o);
   status_pipe->write.reset();
   info_pipe->write.reset();
@@ -165,13 +169,20 @@ RunOutcome LaunchConfined(const LaunchRequest& r) {
 }
 
 // Unconfined: no bubblewrap. Severed by a network namespace of our own, or shared.
-RunOutcome LaunchUnconfined(const LaunchRequest& r) {
+RunOutcome LaunchUnconfined(const LaunchRequest& r, FilteredEgressNetns* net) {
   SpawnOptions o;
   o.argv = r.spec.argv;
   o.env = SandboxEnvironment(r.spec.env);
   o.cwd = r.spec.workspace;
   o.new_session = true;  // its own process group, so the timeout can kill the whole tree
   o.fds = {{r.stdout_fd, 1}, {r.stderr_fd, 2}};
+  // Nothing confines an unconfined run; at least it holds no capability (a root run could
+  // otherwise rewrite its own firewall).
+  o.drop_capabilities = true;
+  if (net) {
+    o.netns_fd = net->netns_fd();
+    o.bind_files = {{net->resolv_conf_path(), "/etc/resolv.conf"}};
+  }
   if (r.decision.plan == Plan::kSevered) {
     // A plain netns needs CAP_SYS_ADMIN; without it, a user namespace of our own may still
     // allow one. If neither can be made, the run is aborted: never run on our network.
@@ -180,7 +191,7 @@ RunOutcome LaunchUnconfined(const LaunchRequest& r) {
   }
   auto child = Spawn(o);
   if (!child.ok()) {
-    const std::string& m = child.status().message();
+    const std::string m = child.status().message();
     if (m.rfind("execve(", 0) == 0) {
       RunOutcome out;
       out.kind = child.status().code() == StatusCode::kNotFound ? RunOutcome::Kind::kNotFound
@@ -188,6 +199,7 @@ RunOutcome LaunchUnconfined(const LaunchRequest& r) {
       out.reason = fmt::format("cannot run {}: {}", r.spec.argv[0], m);
       return out;
     }
+    if (net) return RunOutcome::Aborted(fmt::format("Filtered-egress netns setup failed: enter namespace: {}", m));
     return RunOutcome::Aborted(fmt::format("Severed-egress namespace setup failed: {}", m));
   }
   auto deadline = Deadline(r.spec);
@@ -210,25 +222,37 @@ RunOutcome LaunchUnconfined(const LaunchRequest& r) {
 
 RunOutcome LaunchAndWait(const LaunchRequest& r) {
   if (r.spec.argv.empty()) return RunOutcome::Aborted("the run has no command");
-  switch (r.decision.plan) {
-    case Plan::kRefused:
-      return RunOutcome::Aborted("refused: " + r.decision.reason);
-    case Plan::kFiltered:
-      // Fail closed: without the filtered-egress subsystem nothing would enforce the allowlist.
-      return RunOutcome::Aborted(
-          "Filtered-egress netns setup failed: create namespace: filtered egress is not "
-          "implemented in this build; the command was not started");
-    case Plan::kSevered:
-    case Plan::kShared:
-      break;
+  if (r.decision.plan == Plan::kRefused) return RunOutcome::Aborted("refused: " + r.decision.reason);
+  if (r.decision.confined && (r.bwrap_path.empty() || r.init_path.empty())) {
+    return RunOutcome::Aborted("sandbox setup failed: bubblewrap or codespace-init not found");
   }
-  if (r.decision.confined) {
-    if (r.bwrap_path.empty() || r.init_path.empty()) {
-      return RunOutcome::Aborted("sandbox setup failed: bubblewrap or codespace-init not found");
-    }
-    return LaunchConfined(r);
+  if (r.decision.plan != Plan::kFiltered) {
+    return r.decision.confined ? LaunchConfined(r, nullptr) : LaunchUnconfined(r, nullptr);
   }
-  return LaunchUnconfined(r);
+  // Filtered: the run's namespace, firewall and DNS gate first; any failure aborts the run
+  // before its command starts (fail closed: never launched with the worker's network).
+  FilteredNetnsConfig c;
+  c.run_id = r.run_id;
+  c.namespace_name = r.namespace_name;
+  c.allowlist = r.spec.egress.allowlist;
+  c.pool = r.pool;
+  c.upstream_dns = r.upstream_dns;
+  c.before_step = r.before_setup_step;
+  c.on_refused = [id = r.run_id](std::string_view name) {
+    std::fprintf(stderr, "codespace: run %s: DNS gate refused \"%.*s\"\n", id.c_str(),
+                 static_cast<int>(name.size()), name.data());
+  };
+  if (c.namespace_name.empty()) {
+    return RunOutcome::Aborted("Filtered-egress netns setup failed: create namespace: no namespace "
+                               "name was admitted for this run");
+  }
+  auto net = FilteredEgressNetns::Setup(std::move(c));
+  if (!net.ok()) return RunOutcome::Aborted(net.status().message());
+  RunOutcome o = r.decision.confined ? LaunchConfined(r, net->get()) : LaunchUnconfined(r, net->get());
+  Status down = (*net)->Teardown();
+  o.network_report = (*net)->Report();
+  if (!down.ok()) std::fprintf(stderr, "codespace: run %s: %s\n", r.run_id.c_str(), down.message().c_str());
+  return o;
 }
 
 std::string FindSandboxInit() {

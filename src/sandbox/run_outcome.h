@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "run/network_report.h"
+
 namespace codespace {
 
 struct RunOutcome {
@@ -19,10 +21,13 @@ struct RunOutcome {
   int exit_code = 0;
   int signal = 0;
   std::string reason;  // for everything but kExited/kSignaled
+  NetworkReport network_report;  // a filtered run's DNS admissions, refusals, drops
 
-  static RunOutcome Exited(int code) { return {Kind::kExited, code, 0, ""}; }
-  static RunOutcome Signaled(int sig) { return {Kind::kSignaled, 0, sig, ""}; }
-  static RunOutcome Aborted(std::string why) { return {Kind::kAborted, 0, 0, std::move(why)}; }
+  static RunOutcome Exited(int code) { return {Kind::kExited, code, 0, "", {}}; }
+  static RunOutcome Signaled(int sig) { return {Kind::kSignaled, 0, sig, "", {}}; }
+  static RunOutcome Aborted(std::string why) {
+    return {Kind::kAborted, 0, 0, std::move(why), {}};
+  }
 
   // The exit status `codespace run` passes on, like `docker run`: the command's own code;
   // 128+N for a signal; 125 when codespace failed or refused; 126 cannot invoke; 127 not found.

@@ -136,6 +136,14 @@ Json OptionalIntToValue(const std::optional<int>& n) {
   return n.has_value() ? Json(*n) : Json(nullptr);
 }
 
+Json NetworkReportToValue(const NetworkReport& r) {
+  Json value = Json::object();
+  value["dns_admitted"] = r.dns_admitted;
+  value["dns_refused"] = r.dns_refused;
+  value["dropped_packets"] = r.dropped_packets;
+  return value;
+}
+
 Json RecordToValue(const RunRecord& record) {
   Json value = Json::object();
   value["id"] = record.id;
@@ -150,6 +158,7 @@ Json RecordToValue(const RunRecord& record) {
   value["created_ms"] = record.created_ms;
   value["started_ms"] = record.started_ms;
   value["ended_ms"] = record.ended_ms;
+  value["network_report"] = NetworkReportToValue(record.network_report);
   return value;
 }
 
@@ -192,10 +201,24 @@ Result<RunSpec> SpecFromValue(const Json& value, std::string_view path) {
   return spec;
 }
 
+Result<NetworkReport> NetworkReportFromValue(const Json& value, std::string_view path) {
+  RETURN_IF_ERROR(CheckObject(value, path, {"dns_admitted", "dns_refused", "dropped_packets"}));
+  NetworkReport r;
+  ASSIGN_OR_RETURN(const Json* admitted, RequiredField(value, path, "dns_admitted"));
+  ASSIGN_OR_RETURN(r.dns_admitted, ReadStringArray(*admitted, Child(path, "dns_admitted")));
+  ASSIGN_OR_RETURN(const Json* refused, RequiredField(value, path, "dns_refused"));
+  ASSIGN_OR_RETURN(r.dns_refused, ReadStringArray(*refused, Child(path, "dns_refused")));
+  ASSIGN_OR_RETURN(int64_t dropped, RequiredInt64(value, path, "dropped_packets"));
+  if (dropped < 0) return FieldError(Child(path, "dropped_packets"), "must not be negative");
+  r.dropped_packets = static_cast<uint64_t>(dropped);
+  return r;
+}
+
 Result<RunRecord> RecordFromValue(const Json& value) {
   RETURN_IF_ERROR(CheckObject(value, "",
                               {"id", "spec", "plan", "network", "namespace", "state", "exit_code",
-                               "signal", "reason", "created_ms", "started_ms", "ended_ms"}));
+                               "signal", "reason", "created_ms", "started_ms", "ended_ms",
+                               "network_report"}));
   RunRecord record;
   ASSIGN_OR_RETURN(record.id, RequiredString(value, "", "id"));
   ASSIGN_OR_RETURN(const Json* spec, RequiredField(value, "", "spec"));
@@ -215,6 +238,8 @@ Result<RunRecord> RecordFromValue(const Json& value) {
   ASSIGN_OR_RETURN(record.created_ms, RequiredInt64(value, "", "created_ms"));
   ASSIGN_OR_RETURN(record.started_ms, RequiredInt64(value, "", "started_ms"));
   ASSIGN_OR_RETURN(record.ended_ms, RequiredInt64(value, "", "ended_ms"));
+  ASSIGN_OR_RETURN(const Json* report, RequiredField(value, "", "network_report"));
+  ASSIGN_OR_RETURN(record.network_report, NetworkReportFromValue(*report, "network_report"));
   return record;
 }
 
@@ -258,6 +283,20 @@ std::string RunRecordToJson(const RunRecord& record, bool pretty) {
 Result<RunRecord> RunRecordFromJson(std::string_view json) {
   return ParseWith<RunRecord>(json, "run record JSON",
                               [](const Json& value) { return RecordFromValue(value); });
+}
+
+}  // namespace codespace
+
+namespace codespace {
+
+std::string NetworkReportToJson(const NetworkReport& report) {
+  return NetworkReportToValue(report).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+Result<NetworkReport> NetworkReportFromJson(std::string_view json) {
+  return ParseWith<NetworkReport>(json, "network report JSON", [](const Json& v) {
+    return NetworkReportFromValue(v, "");
+  });
 }
 
 }  // namespace codespace

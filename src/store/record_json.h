@@ -14,7 +14,8 @@
 // RunRecord:
 //   {"id": "...", "spec": {RunSpec}, "plan": "filtered", "network": "filtered",
 //    "namespace": "cs-...", "state": "exited", "exit_code": 0, "signal": null, "reason": "",
-//    "created_ms": 1700000000000, "started_ms": ..., "ended_ms": ...}
+//    "created_ms": 1700000000000, "started_ms": ..., "ended_ms": ...,
+//    "network_report": {NetworkReport}}
 // plan/network/state are PlanName/NetworkPostureName/RunStateName; exit_code and signal are null
 // when unset.
 //
@@ -39,6 +40,12 @@ namespace codespace {
 // round-trip exactly must be UTF-8.
 std::string RunSpecToJson(const RunSpec& spec);
 [[nodiscard]] Result<RunSpec> RunSpecFromJson(std::string_view json);
+
+// A filtered run's NetworkReport (stored beside the record):
+//   {"dns_admitted": ["allowed.test 203.0.113.10"], "dns_refused": ["denied.test"],
+//    "dropped_packets": 3}
+std::string NetworkReportToJson(const NetworkReport& report);
+[[nodiscard]] Result<NetworkReport> NetworkReportFromJson(std::string_view json);
 
 // `pretty`: indented by two spaces, for people; otherwise one line.
 std::string RunRecordToJson(const RunRecord& record, bool pretty = false);

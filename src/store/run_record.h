@@ -8,6 +8,7 @@
 
 #include "base/status.h"
 #include "plan/plan.h"
+#include "run/network_report.h"
 #include "run/run_spec.h"
 
 namespace codespace {
@@ -31,6 +32,7 @@ struct RunRecord {
   std::optional<int> signal;     // set when the command was killed by a signal
   // Why the run was refused, aborted, severed (FilterUnavailableReason) or cancelled.
   std::string reason;
+  NetworkReport network_report;  // a filtered run's DNS admissions, refusals, dropped packets
   int64_t created_ms = 0;  // Unix epoch milliseconds; 0 = not yet
   int64_t started_ms = 0;
   int64_t ended_ms = 0;

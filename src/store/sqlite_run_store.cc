@@ -49,6 +49,10 @@ CREATE TABLE runs (
 CREATE INDEX runs_by_state_created ON runs (state, created_ms, id);
 CREATE INDEX runs_by_created ON runs (created_ms, id);
 )sql"},
+    // What a filtered run's network did (NetworkReport), as JSON.
+    {2, R"sql(
+ALTER TABLE runs ADD COLUMN network_report_json TEXT NOT NULL DEFAULT '{}';
+)sql"},
 };
 
 constexpr bool MigrationsAreInOrder() {
@@ -62,20 +66,21 @@ static_assert(MigrationsAreInOrder(), "kMigrations must be numbered 1, 2, 3, ...
 
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 
-// Column order shared by INSERT, UPDATE (?1..?12) and SELECT (columns 0..11).
+// Column order shared by INSERT, UPDATE (?1..?13) and SELECT (columns 0..12).
 constexpr char kColumns[] =
     "id, spec_json, plan, network, namespace, state, exit_code, signal, reason, created_ms, "
-    "started_ms, ended_ms";
+    "started_ms, ended_ms, network_report_json";
 
 constexpr char kInsertSql[] =
     "INSERT INTO runs (id, spec_json, plan, network, namespace, state, exit_code, signal, reason, "
-    "created_ms, started_ms, ended_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+    "created_ms, started_ms, ended_ms, network_report_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+    "?8, ?9, ?10, ?11, ?12, ?13)";
 
-// Compare-and-set: only a row still in the expected state (?13) is replaced.
+// Compare-and-set: only a row still in the expected state (?14) is replaced.
 constexpr char kUpdateSql[] =
     "UPDATE runs SET spec_json = ?2, plan = ?3, network = ?4, namespace = ?5, state = ?6, "
     "exit_code = ?7, signal = ?8, reason = ?9, created_ms = ?10, started_ms = ?11, "
-    "ended_ms = ?12 WHERE id = ?1 AND state = ?13";
+    "ended_ms = ?12, network_report_json = ?13 WHERE id = ?1 AND state = ?14";
 
 Status BindOptionalInt(sqlite::Statement& stmt, int index, const std::optional<int>& value) {
   return value.has_value() ? stmt.BindInt64(index, *value) : stmt.BindNull(index);
@@ -95,6 +100,7 @@ Status BindRecord(sqlite::Statement& stmt, const RunRecord& record) {
   RETURN_IF_ERROR(stmt.BindInt64(10, record.created_ms));
   RETURN_IF_ERROR(stmt.BindInt64(11, record.started_ms));
   RETURN_IF_ERROR(stmt.BindInt64(12, record.ended_ms));
+  RETURN_IF_ERROR(stmt.BindText(13, NetworkReportToJson(record.network_report)));
   return OkStatus();
 }
 
@@ -137,6 +143,8 @@ Result<RunRecord> RecordFromRow(const sqlite::Statement& row) {
   record.created_ms = row.ColumnInt64(9);
   record.started_ms = row.ColumnInt64(10);
   record.ended_ms = row.ColumnInt64(11);
+  ASSIGN_OR_RETURN(record.network_report,
+                   StoredValue(NetworkReportFromJson(row.ColumnText(12)), id, "network_report_json"));
   return record;
 }
 
@@ -294,7 +302,7 @@ Status SqliteRunStore::Update(const RunRecord& updated, RunState expected) {
   {
     ASSIGN_OR_RETURN(sqlite::Statement stmt, sqlite::Statement::Prepare(db_.get(), kUpdateSql));
     RETURN_IF_ERROR(BindRecord(stmt, updated));
-    RETURN_IF_ERROR(stmt.BindText(13, RunStateName(expected)));
+    RETURN_IF_ERROR(stmt.BindText(14, RunStateName(expected)));
     RETURN_IF_ERROR(stmt.Step());
   }
   if (sqlite3_changes(db_.get()) == 0) {

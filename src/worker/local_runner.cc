@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "base/file_util.h"
 #include "sandbox/launcher.h"
 
 namespace codespace {
@@ -10,6 +11,14 @@ int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+Result<RunnerConfig> RunnerConfigFromEnvironment(RunnerConfig base) {
+  std::string v4 = GetEnv("CODESPACE_POOL_V4", base.pool.v4_cidr());
+  std::string v6 = GetEnv("CODESPACE_POOL_V6", base.pool.v6_cidr());
+  ASSIGN_OR_RETURN(base.pool, AddressPool::Parse(v4, v6));
+  base.upstream_dns = GetEnv("CODESPACE_DNS_UPSTREAM", base.upstream_dns);
+  return base;
 }
 
 Result<RunRecord> LocalProcessRunner::Create(const RunSpec& spec) {
@@ -76,11 +85,15 @@ Result<RunRecord> LocalProcessRunner::Execute(const RunRecord& queued, int stdou
   req.bwrap_path = facts_.bwrap_path;
   req.init_path = config_.init_path;
   req.hidden_dirs = config_.hidden_dirs;
+  req.namespace_name = r.namespace_name;
+  req.pool = config_.pool;
+  req.upstream_dns = config_.upstream_dns;
   req.stdout_fd = stdout_fd;
   req.stderr_fd = stderr_fd;
   RunOutcome outcome = LaunchAndWait(req);
 
   ApplyOutcome(outcome, &r);
+  r.network_report = outcome.network_report;
   RETURN_IF_ERROR(store_->Update(r, RunState::kRunning));
   return r;
 }

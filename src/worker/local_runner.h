@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "net/address_pool.h"
 #include "plan/admission.h"
 #include "posture/host_facts.h"
 #include "run/run_spec.h"
@@ -19,7 +20,12 @@ namespace codespace {
 struct RunnerConfig {
   std::string init_path;                 // codespace-init
   std::vector<std::string> hidden_dirs;  // masked inside sandboxes (the state dir)
+  AddressPool pool = AddressPool::Default();  // CODESPACE_POOL_V4 / CODESPACE_POOL_V6
+  std::string upstream_dns;  // CODESPACE_DNS_UPSTREAM ("ADDRESS" or "ADDRESS#PORT")
 };
+
+// The runner settings this process's environment gives (pool, upstream resolver).
+Result<RunnerConfig> RunnerConfigFromEnvironment(RunnerConfig base);
 
 class LocalProcessRunner {
  public:

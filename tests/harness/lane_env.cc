@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -10,8 +11,6 @@
 #include <fstream>
 #include <random>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "base/file_util.h"
 
@@ -29,7 +28,8 @@ Status CopyExecutable(const std::string& from, const std::string& to) {
 }
 
 Status Chown(const std::string& path, uid_t uid) {
-  if (::chown(path.c_str(), uid, uid) != 0) return ErrnoError(fmt::format("chown({})", path), errno);
+  if (::chown(path.c_str(), uid, uid) != 0)
+    return ErrnoError(fmt::format("chown({})", path), errno);
   return OkStatus();
 }
 
@@ -48,8 +48,7 @@ Status StagedInstall::Stage() {
   for (const char* d : {"/bin", "/workspace", "/state"}) {
     RETURN_IF_ERROR(MakeDirs(dir_.path() + d, 0755));
   }
-  for (const auto& [from, to] :
-       std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
            {build + "/codespace", "codespace"},
            {build + "/codespace-init", "codespace-init"},
        }) {
@@ -75,9 +74,9 @@ CliResult RunCodespaceAs(const StagedInstall& install, uid_t run_as,
   if (run_as != 0) {
     std::string id = std::to_string(run_as);
     for (const std::string& a :
-         {std::string("/usr/bin/setpriv"), "--reuid=" + id, "--regid=" + id, std::string("--clear-groups"),
-          std::string("--inh-caps=-all"), std::string("--bounding-set=-all"),
-          std::string("--no-new-privs"), std::string("--")}) {
+         {std::string("/usr/bin/setpriv"), "--reuid=" + id, "--regid=" + id,
+          std::string("--clear-groups"), std::string("--inh-caps=-all"),
+          std::string("--bounding-set=-all"), std::string("--no-new-privs"), std::string("--")}) {
       argv.push_back(a);
     }
   }

@@ -13,13 +13,36 @@
 //   escape_probe links                  prints the network interfaces, one a line
 //   escape_probe listen PORT SECONDS    a TCP listener on 127.0.0.1:PORT for the lanes that
 //                                       build their own network namespace (exits after SECONDS)
+//
+// For the filtered-egress tests (ADDR is IPv4 or IPv6 wherever it is taken):
+//   escape_probe connect-name NAME PORT getaddrinfo, then TCP connect (3 s each address):
+//                                       0 connected, 3 not resolved, 1 no address connected
+//   escape_probe http-get ADDR PORT     GET /: prints the status line and the first body line;
+//                                       0 on a 200, 1 otherwise
+//   escape_probe udp-echo ADDR PORT     0 when the datagram came back within 2 s, 1 otherwise
+//   escape_probe resolve NAME           prints the addresses; 0 resolved, 1 not
+//   escape_probe no-resolve NAME        20: NAME resolved
+//   escape_probe dns-direct SERVER NAME 19: a raw A query to SERVER:53 got answer records back
+//   escape_probe ping ADDR              16: an ICMP echo reply came back (ping socket, else raw)
+//   escape_probe raw-socket             17: a raw ICMP or packet socket could be created
+//   escape_probe netadmin               18: adding an address (rtnetlink), a route (rtnetlink) or
+//                                       an nftables table (nft on PATH) worked; what worked is
+//                                       undone at once. Run it only inside a sandbox or a test
+//                                       namespace.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -30,6 +53,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -174,6 +198,543 @@ int Listen(const char* port, const char* seconds) {
   }
 }
 
+// ---- Filtered-egress actions -------------------------------------------------------------------
+
+// ADDR (IPv4 or IPv6) and PORT into a sockaddr.
+bool ParseAddr(const char* host, int port, sockaddr_storage* ss, socklen_t* len) {
+  *ss = sockaddr_storage{};
+  auto* v4 = reinterpret_cast<sockaddr_in*>(ss);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(ss);
+  if (::inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+    *len = sizeof(*v4);
+    return true;
+  }
+  if (::inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+    *len = sizeof(*v6);
+    return true;
+  }
+  std::printf("%s: not an IP address\n", host);
+  return false;
+}
+
+std::string AddrText(const sockaddr* sa) {
+  char buf[INET6_ADDRSTRLEN] = "?";
+  if (sa->sa_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof(buf));
+  } else if (sa->sa_family == AF_INET6) {
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof(buf));
+  }
+  return buf;
+}
+
+long long NowMs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+// Waits for `events` on `fd` until `deadline_ms` (CLOCK_MONOTONIC); true when ready.
+bool WaitFor(int fd, short events, long long deadline_ms) {
+  for (;;) {
+    long long left = deadline_ms - NowMs();
+    if (left <= 0) return false;
+    pollfd p{fd, events, 0};
+    int rc = ::poll(&p, 1, static_cast<int>(left));
+    if (rc > 0) return true;
+    if (rc == 0) return false;
+    if (errno != EINTR) return false;
+  }
+}
+
+// A TCP connection with a timeout: the socket, or -1 with errno set.
+int ConnectWithin(const sockaddr* sa, socklen_t len, int timeout_ms) {
+  int s = ::socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  if (::connect(s, sa, len) == 0) return s;
+  if (errno != EINPROGRESS) {
+    int e = errno;
+    ::close(s);
+    errno = e;
+    return -1;
+  }
+  if (!WaitFor(s, POLLOUT, NowMs() + timeout_ms)) {
+    ::close(s);
+    errno = ETIMEDOUT;
+    return -1;
+  }
+  int err = 0;
+  socklen_t elen = sizeof(err);
+  if (::getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0) {
+    ::close(s);
+    errno = err != 0 ? err : EIO;
+    return -1;
+  }
+  return s;
+}
+
+int ConnectName(const char* name, const char* port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = ::getaddrinfo(name, port, &hints, &res);
+  if (rc != 0) {
+    std::printf("resolve %s: %s\n", name, ::gai_strerror(rc));
+    return 3;
+  }
+  int result = 1;
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    int s = ConnectWithin(ai->ai_addr, ai->ai_addrlen, 3000);
+    std::string addr = AddrText(ai->ai_addr);
+    std::printf("connect %s (%s) port %s: %s\n", name, addr.c_str(), port,
+                s >= 0 ? "connected" : std::strerror(errno));
+    if (s >= 0) {
+      ::close(s);
+      result = 0;
+      break;
+    }
+  }
+  ::freeaddrinfo(res);
+  return result;
+}
+
+int HttpGet(const char* host, const char* port) {
+  sockaddr_storage ss;
+  socklen_t len;
+  if (!ParseAddr(host, std::atoi(port), &ss, &len)) return 1;
+  int s = ConnectWithin(reinterpret_cast<sockaddr*>(&ss), len, 3000);
+  if (s < 0) {
+    std::printf("http-get %s port %s: connect: %s\n", host, port, std::strerror(errno));
+    return 1;
+  }
+  std::string req =
+      std::string("GET / HTTP/1.0\r\nHost: ") + host + "\r\nUser-Agent: escape_probe\r\n\r\n";
+  if (::send(s, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
+    std::printf("http-get %s port %s: send: %s\n", host, port, std::strerror(errno));
+    ::close(s);
+    return 1;
+  }
+  std::string resp;
+  long long deadline = NowMs() + 3000;
+  char buf[4096];
+  while (WaitFor(s, POLLIN, deadline)) {
+    ssize_t n = ::recv(s, buf, sizeof(buf), 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) break;
+    resp.append(buf, static_cast<size_t>(n));
+  }
+  ::close(s);
+  std::string status = resp.substr(0, resp.find('\n'));
+  if (!status.empty() && status.back() == '\r') status.pop_back();
+  size_t body = resp.find("\r\n\r\n");
+  std::string first;
+  if (body != std::string::npos) {
+    first = resp.substr(body + 4);
+    first = first.substr(0, first.find('\n'));
+  }
+  std::printf("http-get %s port %s: %s\n", host, port,
+              status.empty() ? "(no response)" : status.c_str());
+  std::printf("%s\n", first.c_str());
+  bool ok =
+      status.rfind("HTTP/1.", 0) == 0 && status.size() >= 12 && status.compare(9, 3, "200") == 0;
+  return ok ? 0 : 1;
+}
+
+int UdpEcho(const char* host, const char* port) {
+  sockaddr_storage ss;
+  socklen_t len;
+  if (!ParseAddr(host, std::atoi(port), &ss, &len)) return 1;
+  int s = ::socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+    std::printf("udp-echo %s port %s: %s\n", host, port, std::strerror(errno));
+    if (s >= 0) ::close(s);
+    return 1;
+  }
+  std::string msg = "escape-probe " + std::to_string(::getpid());
+  if (::send(s, msg.data(), msg.size(), 0) < 0) {
+    std::printf("udp-echo %s port %s: send: %s\n", host, port, std::strerror(errno));
+    ::close(s);
+    return 1;
+  }
+  long long deadline = NowMs() + 2000;
+  char buf[512];
+  while (WaitFor(s, POLLIN, deadline)) {
+    ssize_t n = ::recv(s, buf, sizeof(buf), 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) {
+      std::printf("udp-echo %s port %s: recv: %s\n", host, port, std::strerror(errno));
+      ::close(s);
+      return 1;
+    }
+    if (std::string(buf, static_cast<size_t>(n)) == msg) {
+      std::printf("udp-echo %s port %s: echoed\n", host, port);
+      ::close(s);
+      return 0;
+    }
+  }
+  std::printf("udp-echo %s port %s: no echo within 2 s\n", host, port);
+  ::close(s);
+  return 1;
+}
+
+bool Resolve(const char* name) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = ::getaddrinfo(name, nullptr, &hints, &res);
+  if (rc != 0) {
+    std::printf("resolve %s: %s\n", name, ::gai_strerror(rc));
+    return false;
+  }
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    std::printf("resolve %s: %s\n", name, AddrText(ai->ai_addr).c_str());
+  }
+  ::freeaddrinfo(res);
+  return true;
+}
+
+// DNS wire helpers for dns-direct: skips a (possibly compressed) name; false when malformed.
+bool SkipDnsName(const std::string& m, size_t* at) {
+  while (*at < m.size()) {
+    auto len = static_cast<uint8_t>(m[*at]);
+    if (len == 0) {
+      *at += 1;
+      return true;
+    }
+    if ((len & 0xc0) == 0xc0) {
+      *at += 2;
+      return *at <= m.size();
+    }
+    *at += 1 + len;
+  }
+  return false;
+}
+
+unsigned U16(const std::string& m, size_t at) {
+  return (static_cast<uint8_t>(m[at]) << 8) | static_cast<uint8_t>(m[at + 1]);
+}
+
+int DnsDirect(const char* server, const char* name) {
+  sockaddr_storage ss;
+  socklen_t len;
+  if (!ParseAddr(server, 53, &ss, &len)) return 0;
+  const unsigned id = static_cast<unsigned>(::getpid()) & 0xffff;
+  std::string q = {static_cast<char>(id >> 8),
+                   static_cast<char>(id & 0xff),
+                   0x01,
+                   0x00,  // RD
+                   0,
+                   1,
+                   0,
+                   0,
+                   0,
+                   0,
+                   0,
+                   0};
+  for (std::string n = name; !n.empty();) {
+    size_t dot = n.find('.');
+    std::string label = n.substr(0, dot);
+    q.push_back(static_cast<char>(label.size()));
+    q += label;
+    n = dot == std::string::npos ? "" : n.substr(dot + 1);
+  }
+  q += std::string("\0\0\x01\0\x01", 5);  // root, QTYPE A, QCLASS IN
+  int s = ::socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
+      ::send(s, q.data(), q.size(), 0) < 0) {
+    std::printf("dns-direct %s %s: %s\n", server, name, std::strerror(errno));
+    if (s >= 0) ::close(s);
+    return 0;
+  }
+  long long deadline = NowMs() + 2000;
+  char buf[2048];
+  std::string m;
+  while (WaitFor(s, POLLIN, deadline)) {
+    ssize_t n = ::recv(s, buf, sizeof(buf), 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) {
+      std::printf("dns-direct %s %s: recv: %s\n", server, name, std::strerror(errno));
+      ::close(s);
+      return 0;
+    }
+    if (n >= 12 && U16(std::string(buf, 2), 0) == id) {
+      m.assign(buf, static_cast<size_t>(n));
+      break;
+    }
+  }
+  ::close(s);
+  if (m.empty()) {
+    std::printf("dns-direct %s %s: no response\n", server, name);
+    return 0;
+  }
+  unsigned rcode = U16(m, 2) & 0xf;
+  unsigned qd = U16(m, 4), an = U16(m, 6);
+  std::printf("dns-direct %s %s: rcode %u, %u answer(s)\n", server, name, rcode, an);
+  size_t at = 12;
+  for (unsigned i = 0; i < qd; ++i) {
+    if (!SkipDnsName(m, &at)) return an > 0 ? 19 : 0;
+    at += 4;
+  }
+  for (unsigned i = 0; i < an; ++i) {
+    if (!SkipDnsName(m, &at) || at + 10 > m.size()) break;
+    unsigned type = U16(m, at);
+    unsigned long ttl = (static_cast<unsigned long>(U16(m, at + 4)) << 16) | U16(m, at + 6);
+    unsigned rdlen = U16(m, at + 8);
+    at += 10;
+    if (at + rdlen > m.size()) break;
+    char text[INET6_ADDRSTRLEN] = "";
+    if (type == 1 && rdlen == 4) {
+      ::inet_ntop(AF_INET, m.data() + at, text, sizeof(text));
+      std::printf("answer A %s ttl %lu\n", text, ttl);
+    } else if (type == 28 && rdlen == 16) {
+      ::inet_ntop(AF_INET6, m.data() + at, text, sizeof(text));
+      std::printf("answer AAAA %s ttl %lu\n", text, ttl);
+    } else {
+      std::printf("answer type %u ttl %lu\n", type, ttl);
+    }
+    at += rdlen;
+  }
+  return an > 0 ? 19 : 0;
+}
+
+uint16_t IcmpChecksum(const unsigned char* p, size_t n) {
+  uint32_t sum = 0;
+  for (size_t i = 0; i + 1 < n; i += 2) sum += static_cast<uint32_t>((p[i] << 8) | p[i + 1]);
+  if (n & 1) sum += static_cast<uint32_t>(p[n - 1] << 8);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+int Ping(const char* host) {
+  sockaddr_storage ss;
+  socklen_t len;
+  if (!ParseAddr(host, 0, &ss, &len)) return 0;
+  const bool v6 = ss.ss_family == AF_INET6;
+  const int proto = v6 ? static_cast<int>(IPPROTO_ICMPV6) : static_cast<int>(IPPROTO_ICMP);
+  bool raw = false;
+  int s = ::socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, proto);
+  std::printf("ping: dgram icmp socket: %s\n", s >= 0 ? "created" : std::strerror(errno));
+  if (s < 0) {
+    s = ::socket(ss.ss_family, SOCK_RAW | SOCK_CLOEXEC, proto);
+    std::printf("ping: raw icmp socket: %s\n", s >= 0 ? "created" : std::strerror(errno));
+    if (s < 0) {
+      std::printf("ping %s: no ICMP socket\n", host);
+      return 0;
+    }
+    raw = true;
+  }
+  const uint16_t ident = static_cast<uint16_t>(::getpid() & 0xffff);
+  unsigned char pkt[24] = {0};
+  pkt[0] = v6 ? 128 : 8;  // echo request
+  pkt[4] = static_cast<unsigned char>(ident >> 8);
+  pkt[5] = static_cast<unsigned char>(ident & 0xff);
+  pkt[7] = 1;  // sequence
+  std::memcpy(pkt + 8, "escape-probe-ping", 16);
+  if (!v6) {
+    uint16_t sum = IcmpChecksum(pkt, sizeof(pkt));
+    pkt[2] = static_cast<unsigned char>(sum >> 8);
+    pkt[3] = static_cast<unsigned char>(sum & 0xff);
+  }  // ICMPv6: the kernel computes the checksum (it covers the pseudo-header)
+  if (::sendto(s, pkt, sizeof(pkt), 0, reinterpret_cast<sockaddr*>(&ss), len) < 0) {
+    std::printf("ping %s: sendto: %s\n", host, std::strerror(errno));
+    ::close(s);
+    return 0;
+  }
+  long long deadline = NowMs() + 2000;
+  unsigned char buf[2048];
+  while (WaitFor(s, POLLIN, deadline)) {
+    sockaddr_storage from{};
+    socklen_t flen = sizeof(from);
+    ssize_t n =
+        ::recvfrom(s, buf, sizeof(buf), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), &flen);
+    if (n <= 0) continue;
+    size_t off = 0;
+    if (raw && !v6) off = static_cast<size_t>(buf[0] & 0x0f) * 4;  // raw IPv4 includes the header
+    if (static_cast<size_t>(n) < off + 8) continue;
+    const unsigned char* icmp = buf + off;
+    const unsigned char reply = v6 ? 129 : 0;
+    if (icmp[0] != reply ||
+        AddrText(reinterpret_cast<sockaddr*>(&from)) != AddrText(reinterpret_cast<sockaddr*>(&ss)))
+      continue;
+    // A ping socket rewrites the identifier itself; a raw socket sees every reply on the host.
+    if (raw && ((icmp[4] << 8) | icmp[5]) != ident) continue;
+    std::printf("ping %s: echo reply (%s socket)\n", host, raw ? "raw" : "dgram");
+    ::close(s);
+    return 16;
+  }
+  std::printf("ping %s: no reply within 2 s\n", host);
+  ::close(s);
+  return 0;
+}
+
+int RawSocket() {
+  int result = 0;
+  int s = ::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
+  std::printf("socket(AF_INET, SOCK_RAW, IPPROTO_ICMP): %s\n",
+              s >= 0 ? "created" : std::strerror(errno));
+  if (s >= 0) {
+    ::close(s);
+    result = 17;
+  }
+  s = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+  std::printf("socket(AF_PACKET, SOCK_RAW, 0): %s\n", s >= 0 ? "created" : std::strerror(errno));
+  if (s >= 0) {
+    ::close(s);
+    result = 17;
+  }
+  return result;
+}
+
+// One rtnetlink request, hand-built: `type`/`flags` with `body` (the fixed header and its
+// attributes). Returns 0 when the kernel acknowledged it, else the errno it gave.
+int RtnetlinkRequest(uint16_t type, uint16_t flags, const std::string& body) {
+  int s = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (s < 0) return errno;
+  std::string msg(NLMSG_HDRLEN, '\0');
+  auto* nh = reinterpret_cast<nlmsghdr*>(msg.data());
+  nh->nlmsg_len = static_cast<uint32_t>(NLMSG_HDRLEN + body.size());
+  nh->nlmsg_type = type;
+  nh->nlmsg_flags = static_cast<uint16_t>(NLM_F_REQUEST | NLM_F_ACK | flags);
+  nh->nlmsg_seq = 1;
+  msg += body;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (::sendto(s, msg.data(), msg.size(), 0, reinterpret_cast<sockaddr*>(&kernel), sizeof(kernel)) <
+      0) {
+    int e = errno;
+    ::close(s);
+    return e;
+  }
+  alignas(nlmsghdr) char buf[8192];
+  int result = ETIMEDOUT;
+  if (WaitFor(s, POLLIN, NowMs() + 2000)) {
+    ssize_t n = ::recv(s, buf, sizeof(buf), 0);
+    if (n < 0) {
+      result = errno;
+    } else {
+      auto* h = reinterpret_cast<nlmsghdr*>(buf);
+      if (NLMSG_OK(h, static_cast<unsigned>(n)) && h->nlmsg_type == NLMSG_ERROR) {
+        result = -reinterpret_cast<nlmsgerr*>(buf + NLMSG_ALIGN(sizeof(nlmsghdr)))->error;
+      } else {
+        result = EPROTO;
+      }
+    }
+  }
+  ::close(s);
+  return result;
+}
+
+void AppendAttr(std::string& body, uint16_t type, const void* data, size_t len) {
+  rtattr rta{};
+  rta.rta_len = static_cast<unsigned short>(RTA_LENGTH(len));
+  rta.rta_type = type;
+  body.append(reinterpret_cast<const char*>(&rta), sizeof(rta));
+  body.append(static_cast<const char*>(data), len);
+  body.append(RTA_ALIGN(len) - len, '\0');
+}
+
+std::string AddrBody() {
+  ifaddrmsg ifa{};
+  ifa.ifa_family = AF_INET;
+  ifa.ifa_prefixlen = 32;
+  ifa.ifa_scope = RT_SCOPE_HOST;
+  unsigned lo = ::if_nametoindex("lo");
+  ifa.ifa_index = lo != 0 ? lo : 1;
+  std::string body(reinterpret_cast<const char*>(&ifa), sizeof(ifa));
+  in_addr a{};
+  ::inet_pton(AF_INET, "10.99.99.1", &a);
+  AppendAttr(body, IFA_LOCAL, &a, sizeof(a));
+  AppendAttr(body, IFA_ADDRESS, &a, sizeof(a));
+  return body;
+}
+
+std::string RouteBody() {
+  rtmsg rt{};
+  rt.rtm_family = AF_INET;
+  rt.rtm_dst_len = 24;
+  rt.rtm_table = RT_TABLE_MAIN;
+  rt.rtm_protocol = RTPROT_STATIC;
+  rt.rtm_scope = RT_SCOPE_UNIVERSE;
+  rt.rtm_type = RTN_BLACKHOLE;
+  std::string body(reinterpret_cast<const char*>(&rt), sizeof(rt));
+  in_addr a{};
+  ::inet_pton(AF_INET, "10.99.98.0", &a);
+  AppendAttr(body, RTA_DST, &a, sizeof(a));
+  return body;
+}
+
+// Runs `argv` (argv[0] a path) with the probe's stdout/stderr; its exit code, or -1.
+int RunProgram(const std::vector<std::string>& args) {
+  pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    std::vector<char*> av;
+    for (const std::string& a : args) av.push_back(const_cast<char*>(a.c_str()));
+    av.push_back(nullptr);
+    ::execv(av[0], av.data());
+    std::printf("exec %s: %s\n", av[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+std::string FindOnPath(const char* name) {
+  const char* path = std::getenv("PATH");
+  std::string p = path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  std::stringstream ss(p);
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    std::string f = (dir.empty() ? "." : dir) + "/" + name;
+    struct stat st {};
+    if (::stat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(f.c_str(), X_OK) == 0)
+      return f;
+  }
+  return "";
+}
+
+int NetAdmin() {
+  int result = 0;
+  int err = RtnetlinkRequest(RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, AddrBody());
+  std::printf("rtnetlink RTM_NEWADDR 10.99.99.1/32 dev lo: %s\n",
+              err == 0 ? "added" : std::strerror(err));
+  if (err == 0) {
+    result = 18;
+    int undo = RtnetlinkRequest(RTM_DELADDR, 0, AddrBody());
+    std::printf("  undo RTM_DELADDR: %s\n", undo == 0 ? "removed" : std::strerror(undo));
+  }
+  err = RtnetlinkRequest(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, RouteBody());
+  std::printf("rtnetlink RTM_NEWROUTE blackhole 10.99.98.0/24: %s\n",
+              err == 0 ? "added" : std::strerror(err));
+  if (err == 0) {
+    result = 18;
+    int undo = RtnetlinkRequest(RTM_DELROUTE, 0, RouteBody());
+    std::printf("  undo RTM_DELROUTE: %s\n", undo == 0 ? "removed" : std::strerror(undo));
+  }
+  std::string nft = FindOnPath("nft");
+  if (nft.empty()) {
+    std::printf("nft add table inet escape_probe_test: nft not found on PATH\n");
+  } else {
+    int rc = RunProgram({nft, "add", "table", "inet", "escape_probe_test"});
+    std::printf("%s add table inet escape_probe_test: %s (exit %d)\n", nft.c_str(),
+                rc == 0 ? "added" : "failed", rc);
+    if (rc == 0) {
+      result = 18;
+      int undo = RunProgram({nft, "delete", "table", "inet", "escape_probe_test"});
+      std::printf("  undo nft delete table: exit %d\n", undo);
+    }
+  }
+  return result;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -188,6 +749,15 @@ int main(int argc, char** argv) {
   if (a == "connect" && argc == 4) return Connect(argv[2], argv[3]) ? 0 : 1;
   if (a == "links") return Links();
   if (a == "listen" && argc == 4) return Listen(argv[2], argv[3]);
+  if (a == "connect-name" && argc == 4) return ConnectName(argv[2], argv[3]);
+  if (a == "http-get" && argc == 4) return HttpGet(argv[2], argv[3]);
+  if (a == "udp-echo" && argc == 4) return UdpEcho(argv[2], argv[3]);
+  if (a == "resolve" && argc == 3) return Resolve(argv[2]) ? 0 : 1;
+  if (a == "no-resolve" && argc == 3) return Resolve(argv[2]) ? 20 : 0;
+  if (a == "dns-direct" && argc == 4) return DnsDirect(argv[2], argv[3]);
+  if (a == "ping" && argc == 3) return Ping(argv[2]);
+  if (a == "raw-socket") return RawSocket();
+  if (a == "netadmin") return NetAdmin();
   std::fprintf(stderr, "escape_probe: unknown action\n");
   return 2;
 }
