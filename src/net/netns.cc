@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -72,8 +73,32 @@ Result<UniqueFd> OpenNamedNetns(const std::string& name) {
   return OpenFile(NetnsPath(name).c_str(), O_RDONLY);
 }
 
+Result<NetnsMountLock> NetnsMountLock::Take(int operation) {
+  constexpr const char* kDir = "/run/codespace";
+  constexpr const char* kPath = "/run/codespace/netns-mounts.lock";
+  if (::mkdir(kDir, 0755) != 0 && errno != EEXIST) {
+    if (errno == EACCES || errno == EPERM) return NetnsMountLock(UniqueFd());
+    return ErrnoError(fmt::format("mkdir({})", kDir), errno);
+  }
+  int fd = ::open(kPath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0 && operation == LOCK_SH) fd = ::open(kPath, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == EACCES || errno == EPERM || errno == ENOENT) return NetnsMountLock(UniqueFd());
+    return ErrnoError(fmt::format("open({})", kPath), errno);
+  }
+  UniqueFd owned(fd);
+  while (::flock(owned.get(), operation) != 0) {
+    if (errno != EINTR) return ErrnoError(fmt::format("flock({})", kPath), errno);
+  }
+  return NetnsMountLock(std::move(owned));
+}
+
+Result<NetnsMountLock> NetnsMountLock::Shared() { return Take(LOCK_SH); }
+Result<NetnsMountLock> NetnsMountLock::Exclusive() { return Take(LOCK_EX); }
+
 Status DeleteNamedNetns(const std::string& name) {
   const std::string path = NetnsPath(name);
+  ASSIGN_OR_RETURN(NetnsMountLock lock, NetnsMountLock::Exclusive());
   if (::umount2(path.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
     return ErrnoError(fmt::format("umount2({}, MNT_DETACH)", path), errno);
   }

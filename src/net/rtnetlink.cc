@@ -89,22 +89,45 @@ Status Rtnetlink::Request(void* raw, const std::string& what) {
 }
 
 Status Rtnetlink::Dump(void* raw, const std::string& what, int (*cb)(const void*, void*),
-                       void* data) {
+                       void* data, const std::function<void()>& reset) {
   auto* nlh = static_cast<nlmsghdr*>(raw);
   nlh->nlmsg_flags |= NLM_F_REQUEST | NLM_F_DUMP;
-  nlh->nlmsg_seq = ++seq_;
-  if (mnl_socket_sendto(sock_, nlh, nlh->nlmsg_len) < 0) return ErrnoError(what, errno);
   std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
-  for (;;) {
-    ssize_t n = mnl_socket_recvfrom(sock_, buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(what, errno);
+  // A dump that the kernel marks interrupted (NLM_F_DUMP_INTR: the table changed under it,
+  // as it does when other runs add addresses at the same time) surfaces as EINTR: the callback
+  // may have seen a torn list, so the caller's data is only good from a dump that completes.
+  // Callers' callbacks append: `reset` gives them a fresh start before each retry.
+  for (int attempt = 0;; ++attempt) {
+    nlh->nlmsg_seq = ++seq_;
+    if (mnl_socket_sendto(sock_, nlh, nlh->nlmsg_len) < 0) return ErrnoError(what, errno);
+    int rc;
+    for (;;) {
+      ssize_t n = mnl_socket_recvfrom(sock_, buf.data(), buf.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoError(what, errno);
+      }
+      rc = mnl_cb_run(buf.data(), static_cast<size_t>(n), seq_, port_id_,
+                      reinterpret_cast<mnl_cb_t>(cb), data);
+      if (rc <= MNL_CB_STOP) break;
     }
-    int rc = mnl_cb_run(buf.data(), static_cast<size_t>(n), seq_, port_id_,
-                        reinterpret_cast<mnl_cb_t>(cb), data);
-    if (rc < 0) return ErrnoError(what, errno);
     if (rc == MNL_CB_STOP) return OkStatus();
+    if (errno != EINTR || attempt >= 20) return ErrnoError(what, errno);
+    // Drain what is left of the interrupted dump (up to its NLMSG_DONE) before asking again.
+    bool done = false;
+    while (!done) {
+      ssize_t n = mnl_socket_recvfrom(sock_, buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return ErrnoError(what, errno);
+      int left = static_cast<int>(n);
+      for (auto* m = reinterpret_cast<const nlmsghdr*>(buf.data()); mnl_nlmsg_ok(m, left);
+           m = mnl_nlmsg_next(m, &left)) {
+        if (m->nlmsg_seq == seq_ && (m->nlmsg_type == NLMSG_DONE || m->nlmsg_type == NLMSG_ERROR)) {
+          done = true;
+        }
+      }
+    }
+    if (reset) reset();
   }
 }
 
@@ -254,7 +277,7 @@ Result<std::vector<InterfaceAddress>> Rtnetlink::ListAddresses() {
     if (found) static_cast<std::vector<InterfaceAddress>*>(data)->push_back(ia);
     return MNL_CB_OK;
   };
-  RETURN_IF_ERROR(Dump(nlh, "RTM_GETADDR(dump)", cb, &out));
+  RETURN_IF_ERROR(Dump(nlh, "RTM_GETADDR(dump)", cb, &out, [&] { out.clear(); }));
   return out;
 }
 
@@ -274,7 +297,7 @@ Result<std::vector<std::string>> Rtnetlink::ListLinkNames() {
     });
     return MNL_CB_OK;
   };
-  RETURN_IF_ERROR(Dump(nlh, "RTM_GETLINK(dump)", cb, &out));
+  RETURN_IF_ERROR(Dump(nlh, "RTM_GETLINK(dump)", cb, &out, [&] { out.clear(); }));
   return out;
 }
 
@@ -293,7 +316,7 @@ Result<bool> Rtnetlink::HasDefaultRoute(int family) {
     }
     return MNL_CB_OK;
   };
-  RETURN_IF_ERROR(Dump(nlh, "RTM_GETROUTE(dump)", cb, &found));
+  RETURN_IF_ERROR(Dump(nlh, "RTM_GETROUTE(dump)", cb, &found, [&] { found = false; }));
   return found;
 }
 

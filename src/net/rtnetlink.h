@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,8 +59,10 @@ class Rtnetlink {
   explicit Rtnetlink(mnl_socket* sock);
   // Sends one request with NLM_F_ACK and waits for its ack. `what` names it in errors.
   Status Request(void* nlh, const std::string& what);
-  // Sends a dump request, calling `cb` for each message.
-  Status Dump(void* nlh, const std::string& what, int (*cb)(const void*, void*), void* data);
+  // Sends a dump request, calling `cb` for each message; an interrupted dump is retried after
+  // `reset` clears what `cb` gathered.
+  Status Dump(void* nlh, const std::string& what, int (*cb)(const void*, void*), void* data,
+              const std::function<void()>& reset);
 
   mnl_socket* sock_;
   unsigned port_id_;

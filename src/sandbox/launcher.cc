@@ -18,6 +18,7 @@
 #include "base/file_util.h"
 #include "base/process.h"
 #include "base/unique_fd.h"
+#include "net/netns.h"
 #include "sandbox/bwrap_args.h"
 
 namespace codespace {
@@ -54,8 +55,11 @@ RunOutcome TimedOut(const RunSpec& spec) {
   return o;
 }
 
-// Parses codespace-init's one status line.
-std::optional<RunOutcome> ParseInitStatus(const std::string& text, const std::string& command) {
+// Parses codespace-init's last status line ("started" comes first, then how the command ended).
+std::optional<RunOutcome> ParseInitStatus(std::string text, const std::string& command) {
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  size_t nl = text.rfind('\n');
+  if (nl != std::string::npos) text = text.substr(nl + 1);
   int n = 0;
   if (std::sscanf(text.c_str(), "exit %d", &n) == 1) return RunOutcome::Exited(n);
   if (std::sscanf(text.c_str(), "signal %d", &n) == 1) return RunOutcome::Signaled(n);
@@ -98,6 +102,11 @@ RunOutcome LaunchConfined(const LaunchRequest& r, FilteredEgressNetns* net) {
            {status_pipe->write.get(), kStatusFd},
            {info_pipe->write.get(), kInfoFd}};
   if (net) o.netns_fd = net->netns_fd();
+  // Held until the sandbox's mounts are made (codespace-init says "started"): see NetnsMountLock.
+  auto mount_lock = NetnsMountLock::Shared();
+  if (!mount_lock.ok()) {
+    return RunOutcome::Aborted(fmt::format("sandbox setup failed: {}", mount_lock.status().message()));
+  }
   auto child = Spawn(o);
   status_pipe->write.reset();
   info_pipe->write.reset();
@@ -113,9 +122,13 @@ RunOutcome LaunchConfined(const LaunchRequest& r, FilteredEgressNetns* net) {
   bool info_open = true;
   std::optional<ExitStatus> bwrap_status;
   bool timed_out = false;
+  std::string status_text;
+  bool status_open = true;
   while (!bwrap_status) {
-    pollfd fds[2] = {{child->pidfd(), POLLIN, 0}, {info_pipe->read.get(), POLLIN, 0}};
-    int rc = ::poll(fds, info_open ? 2 : 1, static_cast<int>(Remaining(deadline).count()));
+    pollfd fds[3] = {{child->pidfd(), POLLIN, 0},
+                     {status_open ? status_pipe->read.get() : -1, POLLIN, 0},
+                     {info_open ? info_pipe->read.get() : -1, POLLIN, 0}};
+    int rc = ::poll(fds, 3, static_cast<int>(Remaining(deadline).count()));
     if (rc < 0 && errno == EINTR) continue;
     if (rc == 0) {
       timed_out = true;
@@ -132,7 +145,17 @@ RunOutcome LaunchConfined(const LaunchRequest& r, FilteredEgressNetns* net) {
       bwrap_status = st.ok() ? *st : ExitStatus::Killed(SIGKILL);
       break;
     }
-    if (info_open && (fds[1].revents & (POLLIN | POLLHUP))) {
+    if (status_open && (fds[1].revents & (POLLIN | POLLHUP))) {
+      char buf[256];
+      ssize_t n = ::read(status_pipe->read.get(), buf, sizeof(buf));
+      if (n > 0) {
+        status_text.append(buf, static_cast<size_t>(n));
+        if (status_text.find("started\n") != std::string::npos) mount_lock->Release();
+      } else if (n == 0 || errno != EINTR) {
+        status_open = false;
+      }
+    }
+    if (info_open && (fds[2].revents & (POLLIN | POLLHUP))) {
       char buf[512];
       ssize_t n = ::read(info_pipe->read.get(), buf, sizeof(buf));
       if (n > 0) {
@@ -153,14 +176,18 @@ RunOutcome LaunchConfined(const LaunchRequest& r, FilteredEgressNetns* net) {
     }
   }
 
+  mount_lock->Release();
   // Every writer of the status pipe is gone: the sandbox died with bubblewrap.
   ::fcntl(status_pipe->read.get(), F_SETFL, O_NONBLOCK);
-  auto status_text = ReadAll(status_pipe->read.get());
-  if (timed_out) {
-    return TimedOut(r.spec);
-  }
-  if (status_text.ok()) {
-    if (auto parsed = ParseInitStatus(*status_text, r.spec.argv[0])) return *parsed;
+  if (auto rest = ReadAll(status_pipe->read.get()); rest.ok()) status_text += *rest;
+  if (timed_out) return TimedOut(r.spec);
+  if (auto parsed = ParseInitStatus(status_text, r.spec.argv[0])) return *parsed;
+  if (status_text.find("started\n") != std::string::npos) {
+    // The command ran, but its init never reported how it ended: killed from inside.
+    RunOutcome died = RunOutcome::Signaled(bwrap_status->signaled ? bwrap_status->signal : SIGKILL);
+    died.reason = fmt::format("the sandbox's init died before reporting (bubblewrap {})",
+                           bwrap_status->ToString());
+    return died;
   }
   return RunOutcome::Aborted(fmt::format(
       "sandbox setup failed: bubblewrap {} before the command started (its message is on the "

@@ -48,6 +48,10 @@ int main(int argc, char** argv) {
     fprintf(stderr, "codespace-init: status fd %d: %s\n", status_fd, strerror(errno));
     return 125;
   }
+  {
+    ssize_t ignored = write(status_fd, "started\n", 8);
+    (void)ignored;
+  }
   int exec_pipe[2];
   if (pipe2(exec_pipe, O_CLOEXEC) != 0) return 125;
 

@@ -68,24 +68,6 @@ TEST_F(RootLaneTest, OpenIsSharedAndReachesTheService) {
   EXPECT_EQ(rec["network"], "shared");
 }
 
-// Until the filtered-egress subsystem exists, a Filtered plan is aborted before its command
-// starts — never launched on the worker's network.
-TEST_F(RootLaneTest, AllowlistIsFilteredOrNeverStarts) {
-  std::string created = install_.workspace() + "/allowlist-ran";
-  CliResult r = Run({"--egress", "allowlist", "--allow", "127.0.0.1:" + Port()},
-                    {"/bin/sh", "-c", "touch " + created});
-  auto rec = LatestRecord(install_);
-  EXPECT_EQ(rec["plan"], "filtered") << rec.dump() << Describe(r);
-  if (rec["state"] == "aborted") {
-    EXPECT_EQ(r.code(), 125) << Describe(r);
-    EXPECT_THAT(rec["reason"].get<std::string>(), HasSubstr("Filtered-egress netns setup failed"));
-    EXPECT_NE(::access(created.c_str(), F_OK), 0) << "the command ran although setup failed";
-  } else {
-    EXPECT_EQ(rec["state"], "exited");
-    EXPECT_EQ(rec["network"], "filtered");
-  }
-}
-
 TEST_F(RootLaneTest, ExitCodesAndSignalsPropagate) {
   CliResult seven = Run({}, {"/bin/sh", "-c", "exit 7"});
   EXPECT_EQ(seven.code(), 7) << Describe(seven);

@@ -11,6 +11,7 @@
 //   escape_probe no-connect HOST PORT   15: a TCP connection to HOST:PORT was made
 //   escape_probe connect HOST PORT      0 connected, 1 not
 //   escape_probe links                  prints the network interfaces, one a line
+//   escape_probe gateway                prints the IPv4 default gateway
 //   escape_probe listen PORT SECONDS    a TCP listener on 127.0.0.1:PORT for the lanes that
 //                                       build their own network namespace (exits after SECONDS)
 //
@@ -735,6 +736,25 @@ int NetAdmin() {
   return result;
 }
 
+// Prints the IPv4 default gateway (from /proc/net/route) — the worker side of a filtered run's
+// veth — so a lane can aim at the worker's own address on that link.
+int Gateway() {
+  std::ifstream in("/proc/net/route");
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string iface, dest, gw;
+    f >> iface >> dest >> gw;
+    if (dest == "00000000") {
+      unsigned long v = std::strtoul(gw.c_str(), nullptr, 16);
+      std::printf("%lu.%lu.%lu.%lu\n", v & 0xff, (v >> 8) & 0xff, (v >> 16) & 0xff, (v >> 24) & 0xff);
+      return 0;
+    }
+  }
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -758,6 +778,7 @@ int main(int argc, char** argv) {
   if (a == "ping" && argc == 3) return Ping(argv[2]);
   if (a == "raw-socket") return RawSocket();
   if (a == "netadmin") return NetAdmin();
+  if (a == "gateway") return Gateway();
   std::fprintf(stderr, "escape_probe: unknown action\n");
   return 2;
 }
