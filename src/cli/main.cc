@@ -31,6 +31,7 @@
 #include "store/record_json.h"
 #include "store/sqlite_run_store.h"
 #include "worker/local_runner.h"
+#include "worker/namespace_sweep.h"
 
 namespace codespace {
 namespace {
@@ -156,6 +157,13 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
   if (!config.ok()) {
     PrintError(config.status());
     return kExitCodespaceFailed;
+  }
+  // What finished runs of this store left behind (a worker killed mid-teardown) goes first.
+  SweepResult swept = SweepFinishedRunNamespaces(**store, facts);
+  for (const auto& e : swept.errors) fmt::print(stderr, "codespace: sweep: {}\n", e);
+  if (!quiet && !swept.removed.empty()) {
+    fmt::print(stderr, "codespace: removed {} leftover namespace(s) of finished runs\n",
+               swept.removed.size());
   }
   LocalProcessRunner runner(facts, store->get(), *config);
   auto created = runner.Create(*spec);

@@ -28,6 +28,9 @@ class RunStore {
   // kNotFound when there is no such run.
   [[nodiscard]] virtual Result<RunRecord> Get(std::string_view id) = 0;
   [[nodiscard]] virtual Result<std::vector<RunRecord>> List(const RunListOptions& options) = 0;
+  // The run whose filtered namespace is `namespace_name`; kNotFound when no run of this store
+  // has it (it may be another worker's).
+  [[nodiscard]] virtual Result<RunRecord> FindByNamespace(std::string_view namespace_name) = 0;
   // Replaces the record of `updated.id` in one transaction, only when it is still in state
   // `expected` and IsAllowedTransition(expected, updated.state) (or the state is unchanged).
   // kAborted when another writer moved it first; kFailedPrecondition for a backward move.

@@ -53,6 +53,10 @@ CREATE INDEX runs_by_created ON runs (created_ms, id);
     {2, R"sql(
 ALTER TABLE runs ADD COLUMN network_report_json TEXT NOT NULL DEFAULT '{}';
 )sql"},
+    // The start-up sweep finds a leftover namespace's run by its name.
+    {3, R"sql(
+CREATE INDEX runs_by_namespace ON runs (namespace);
+)sql"},
 };
 
 constexpr bool MigrationsAreInOrder() {
@@ -263,6 +267,19 @@ Result<RunRecord> SqliteRunStore::Get(std::string_view id) {
   RETURN_IF_ERROR(stmt.BindText(1, id));
   ASSIGN_OR_RETURN(bool has_row, stmt.Step());
   if (!has_row) return NotFoundError(fmt::format("no run \"{}\"", id));
+  return RecordFromRow(stmt);
+}
+
+Result<RunRecord> SqliteRunStore::FindByNamespace(std::string_view namespace_name) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(sqlite::Statement stmt,
+                   sqlite::Statement::Prepare(
+                       db_.get(), fmt::format("SELECT {} FROM runs WHERE namespace = ?1 "
+                                              "ORDER BY created_ms DESC LIMIT 1",
+                                              kColumns)));
+  RETURN_IF_ERROR(stmt.BindText(1, namespace_name));
+  ASSIGN_OR_RETURN(bool has_row, stmt.Step());
+  if (!has_row) return NotFoundError(fmt::format("no run with namespace \"{}\"", namespace_name));
   return RecordFromRow(stmt);
 }
 

@@ -39,6 +39,7 @@ class SqliteRunStore : public RunStore {
 
   [[nodiscard]] Status Insert(const RunRecord& record) override;
   [[nodiscard]] Result<RunRecord> Get(std::string_view id) override;
+  [[nodiscard]] Result<RunRecord> FindByNamespace(std::string_view namespace_name) override;
   [[nodiscard]] Result<std::vector<RunRecord>> List(const RunListOptions& options) override;
   [[nodiscard]] Status Update(const RunRecord& updated, RunState expected) override;
 

@@ -188,6 +188,40 @@ TEST_F(FilteredEgressTest, UnconfinedRootIsFilteredByNamespace) {
   EXPECT_EQ(admin.code(), 0) << Describe(admin);
 }
 
+// --- teardown by name at start --------------------------------------------------------------
+
+TEST_F(FilteredEgressTest, StartupSweepRemovesWhatAFinishedRunLeftAndNothingElse) {
+  CliResult first = Probe({"links"});
+  ASSERT_EQ(first.code(), 0) << Describe(first);
+  auto rec = Record();
+  const std::string ns = rec["namespace"];
+  const std::string id12 = ns.substr(3);
+  const std::string stranger = "cs-ffffffffffff";  // no run of this store
+  // Leave behind what a worker killed mid-teardown would: the namespace, its veth, its table.
+  auto made = net_->RunInWorkerHost(
+      {"/bin/sh", "-c",
+       fmt::format("ip netns add {0} && ip netns add {3} && ip link add cs{1}h type veth peer "
+                   "name cs{1}p && nft add table inet codespace_{1} && echo made",
+                   ns, id12, "", stranger)},
+      std::nullopt, WorkerResolvConf::kHost);
+  ASSERT_TRUE(made.ok());
+  ASSERT_THAT(made->output, HasSubstr("made"));
+
+  CliResult next = Run({"/bin/true"});
+  EXPECT_EQ(next.code(), 0) << Describe(next);
+  EXPECT_THAT(next.output, HasSubstr("removed 1 leftover namespace(s) of finished runs"));
+  auto left = net_->RunInWorkerHost(
+      {"/bin/sh", "-c", "ip netns list; ip -o link; nft list tables"}, std::nullopt,
+      WorkerResolvConf::kHost);
+  ASSERT_TRUE(left.ok());
+  EXPECT_THAT(left->output, ::testing::Not(HasSubstr(ns)));
+  EXPECT_THAT(left->output, ::testing::Not(HasSubstr("cs" + id12 + "h")));
+  EXPECT_THAT(left->output, ::testing::Not(HasSubstr("codespace_" + id12)));
+  // Not ours to remove: still there (and removed by the test itself).
+  EXPECT_THAT(left->output, HasSubstr(stranger));
+  EXPECT_TRUE(RunCommand({"ip", "netns", "del", stranger}).ok());
+}
+
 // --- many at once ------------------------------------------------------------------------------
 
 TEST_F(FilteredEgressTest, FiftyConcurrentRunsGetDistinctNetworksAndLeaveNothing) {
