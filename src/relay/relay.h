@@ -37,7 +37,6 @@
 
 #include <sys/socket.h>
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -159,17 +158,11 @@ class Relay {
   RelayStats stats() const;
 
  private:
-  struct Counters {
-    std::atomic<uint64_t> accepted{0}, failed{0}, rejected{0}, to_target{0}, from_target{0},
-        active{0};
-  };
   class Loop;
 
-  Relay(std::unique_ptr<Loop> loop, UniqueFd wake);
+  explicit Relay(std::unique_ptr<Loop> loop);
 
-  std::unique_ptr<Loop> loop_;
-  UniqueFd wake_;  // eventfd: Stop() writes, the loop ends
-  std::shared_ptr<Counters> counters_;
+  std::unique_ptr<Loop> loop_;  // owns the sockets, the epoll fd and the wake-up eventfd
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable done_cv_;
