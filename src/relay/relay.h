@@ -165,6 +165,7 @@ class Relay {
   std::unique_ptr<Loop> loop_;  // owns the sockets, the epoll fd and the wake-up eventfd
   std::thread thread_;
   std::mutex mu_;
+  std::mutex join_mu_;
   std::condition_variable done_cv_;
   bool started_ = false;  // Start or Run was called
   bool running_ = false;  // the loop is running (on thread_ or in Run)

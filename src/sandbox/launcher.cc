@@ -1,16 +1,20 @@
 #include "sandbox/launcher.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 
 #include <fmt/format.h>
@@ -23,6 +27,8 @@
 
 namespace codespace {
 
+Status FdSink::Write(const char* data, size_t size) { return WriteAll(fd_, data, size); }
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -30,40 +36,14 @@ using Clock = std::chrono::steady_clock;
 // The fds a sandboxed command's init inherits, by number inside the sandbox.
 constexpr int kStatusFd = 3;
 constexpr int kInfoFd = 4;
+constexpr size_t kChunk = 64 * 1024;
 
-std::optional<Clock::time_point> Deadline(const RunSpec& spec) {
-  if (spec.timeout.count() <= 0) return std::nullopt;
-  return Clock::now() + spec.timeout;
-}
-
-std::chrono::milliseconds Remaining(std::optional<Clock::time_point> deadline) {
-  if (!deadline) return std::chrono::milliseconds(-1);
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
-  return left.count() < 0 ? std::chrono::milliseconds(0) : left;
-}
-
-std::string TimeoutReason(const RunSpec& spec) {
-  return fmt::format("wall-clock timeout of {}s reached; the whole sandbox was killed",
-                     spec.timeout.count());
-}
-
-RunOutcome TimedOut(const RunSpec& spec) {
-  RunOutcome o;
-  o.kind = RunOutcome::Kind::kTimedOut;
-  o.signal = SIGKILL;
-  o.reason = TimeoutReason(spec);
-  return o;
-}
-
-// Parses codespace-init's last status line ("started" comes first, then how the command ended).
-std::optional<RunOutcome> ParseInitStatus(std::string text, const std::string& command) {
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  size_t nl = text.rfind('\n');
-  if (nl != std::string::npos) text = text.substr(nl + 1);
+// How codespace-init said the command ended ("started" comes first; then one of these).
+std::optional<RunOutcome> ParseInitLine(const std::string& line, const std::string& command) {
   int n = 0;
-  if (std::sscanf(text.c_str(), "exit %d", &n) == 1) return RunOutcome::Exited(n);
-  if (std::sscanf(text.c_str(), "signal %d", &n) == 1) return RunOutcome::Signaled(n);
-  if (std::sscanf(text.c_str(), "exec-error %d", &n) == 1) {
+  if (std::sscanf(line.c_str(), "exit %d", &n) == 1) return RunOutcome::Exited(n);
+  if (std::sscanf(line.c_str(), "signal %d", &n) == 1) return RunOutcome::Signaled(n);
+  if (std::sscanf(line.c_str(), "exec-error %d", &n) == 1) {
     RunOutcome o;
     o.kind = n == ENOENT ? RunOutcome::Kind::kNotFound : RunOutcome::Kind::kCannotInvoke;
     o.reason = fmt::format("cannot run {}: {}", command, ErrnoText(n));
@@ -72,192 +52,373 @@ std::optional<RunOutcome> ParseInitStatus(std::string text, const std::string& c
   return std::nullopt;
 }
 
-// Confined: bubblewrap, with codespace-init reporting the command's end through a pipe.
-RunOutcome LaunchConfined(const LaunchRequest& r, FilteredEgressNetns* net) {
-  auto status_pipe = MakePipe();
-  auto info_pipe = MakePipe();
-  if (!status_pipe.ok() || !info_pipe.ok()) {
-    return RunOutcome::Aborted(
-        fmt::format("sandbox setup failed: {}",
-                    (!status_pipe.ok() ? status_pipe.status() : info_pipe.status()).message()));
-  }
-  BwrapLayout l;
-  l.bwrap_path = r.bwrap_path;
-  // Shared keeps the worker's namespace; Filtered the run's (bubblewrap is started inside it).
-  l.share_network = r.decision.plan == Plan::kShared || net != nullptr;
-  if (net) l.ro_files.emplace_back(net->resolv_conf_path(), "/etc/resolv.conf");
-  l.workspace = r.spec.workspace;
-  l.hidden_dirs = r.hidden_dirs;
-  l.env = SandboxEnvironment(r.spec.env);
-  l.info_fd = kInfoFd;
-  l.init_path = r.init_path;
-  l.command = {kSandboxInitPath, std::to_string(kStatusFd)};
-  for (const auto& a : r.spec.argv) l.command.push_back(a);
+// One output stream: the read end of the sandbox's pipe, and where its bytes go.
+struct Stream {
+  UniqueFd fd;
+  OutputSink* sink = nullptr;
+  const char* name = "";
+  Status error;  // the first sink error; later bytes are drained and dropped
 
-  SpawnOptions o;
-  o.argv = BuildBwrapArgv(l);
-  o.env = std::vector<std::string>{};  // bubblewrap itself needs none; the run's is in --setenv
-  o.fds = {{r.stdout_fd, 1},
-           {r.stderr_fd, 2},
-           {status_pipe->write.get(), kStatusFd},
-           {info_pipe->write.get(), kInfoFd}};
-  if (net) o.netns_fd = net->netns_fd();
-  // Held until the sandbox's mounts are made (codespace-init says "started"): see NetnsMountLock.
-  auto mount_lock = NetnsMountLock::Shared();
-  if (!mount_lock.ok()) {
-    return RunOutcome::Aborted(fmt::format("sandbox setup failed: {}", mount_lock.status().message()));
+  bool open() const { return fd.valid(); }
+  // Reads what is there now; closes the stream at EOF.
+  void Pump(std::vector<char>& buf) {
+    for (;;) {
+      ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN) return;
+        fd.reset();
+        return;
+      }
+      if (n == 0) {
+        fd.reset();
+        return;
+      }
+      if (error.ok()) {
+        Status s = sink->Write(buf.data(), static_cast<size_t>(n));
+        if (!s.ok()) error = s.WithContext(fmt::format("{} capture", name));
+      }
+      if (static_cast<size_t>(n) < buf.size()) return;
+    }
   }
-  auto child = Spawn(o);
-  status_pipe->write.reset();
-  info_pipe->write.reset();
-  if (!child.ok()) {
-    return RunOutcome::Aborted(fmt::format("sandbox setup failed: {}", child.status().message()));
+};
+
+// The pids of `pid`'s children, from /proc (a process of the sandbox's pid namespace: the
+// namespace keeps them from being reused while its init lives).
+std::vector<pid_t> ChildrenOf(pid_t pid) {
+  std::vector<pid_t> out;
+  std::ifstream in(fmt::format("/proc/{0}/task/{0}/children", pid));
+  pid_t c;
+  while (in >> c) out.push_back(c);
+  return out;
+}
+
+class Launch {
+ public:
+  Launch(const LaunchRequest& r, FilteredEgressNetns* net) : r_(r), net_(net), buf_(kChunk) {}
+
+  RunOutcome Run() {
+    const bool confined = r_.decision.confined;
+    auto out = MakePipe();
+    auto err = MakePipe();
+    auto status = MakePipe();
+    auto info = MakePipe();
+    for (auto* p : {&out, &err, &status, &info}) {
+      if (!p->ok()) return RunOutcome::Aborted("sandbox setup failed: " + p->status().message());
+    }
+    std::vector<std::string> command = {confined ? std::string(kSandboxInitPath) : r_.init_path,
+                                        std::to_string(kStatusFd)};
+    for (const auto& a : r_.spec.argv) command.push_back(a);
+
+    SpawnOptions o;
+    o.fds = {{out->write.get(), 1}, {err->write.get(), 2}, {status->write.get(), kStatusFd}};
+    if (net_) o.netns_fd = net_->netns_fd();
+    if (confined) {
+      BwrapLayout l;
+      l.bwrap_path = r_.bwrap_path;
+      // Shared keeps the worker's namespace; Filtered the run's (bubblewrap starts inside it).
+      l.share_network = r_.decision.plan == Plan::kShared || net_ != nullptr;
+      if (net_) l.ro_files.emplace_back(net_->resolv_conf_path(), "/etc/resolv.conf");
+      l.workspace = r_.spec.workspace;
+      l.hidden_dirs = r_.hidden_dirs;
+      l.env = SandboxEnvironment(r_.spec.env);
+      l.info_fd = kInfoFd;
+      l.init_path = r_.init_path;
+      l.command = command;
+      o.argv = BuildBwrapArgv(l);
+      o.env = std::vector<std::string>{};  // bubblewrap needs none; the run's is in --setenv
+      o.fds.push_back({info->write.get(), kInfoFd});
+    } else {
+      o.argv = command;
+      o.env = SandboxEnvironment(r_.spec.env);
+      o.cwd = r_.spec.workspace;
+      o.new_session = true;
+      // Nothing confines an unconfined run; at least it holds no capability (a root run could
+      // otherwise rewrite its own firewall).
+      o.drop_capabilities = true;
+      if (net_) o.bind_files = {{net_->resolv_conf_path(), "/etc/resolv.conf"}};
+      if (r_.decision.plan == Plan::kSevered) {
+        // A plain netns needs CAP_SYS_ADMIN; without it, a user namespace of our own may still
+        // allow one. If neither can be made, the run is aborted: never run on our network.
+        o.unshare_attempts = {CLONE_NEWNET, CLONE_NEWUSER | CLONE_NEWNET};
+        o.loopback_up = true;
+      }
+    }
+    // Held until the sandbox's mounts are made (codespace-init says "started").
+    std::optional<NetnsMountLock> mount_lock;
+    if (confined) {
+      auto lock = NetnsMountLock::Shared();
+      if (!lock.ok()) return RunOutcome::Aborted("sandbox setup failed: " + lock.status().message());
+      mount_lock.emplace(std::move(*lock));
+    }
+    auto child = Spawn(o);
+    out->write.reset();
+    err->write.reset();
+    status->write.reset();
+    info->write.reset();
+    if (!child.ok()) {
+      std::string m = child.status().message();
+      if (net_) return RunOutcome::Aborted("Filtered-egress netns setup failed: enter namespace: " + m);
+      if (r_.decision.plan == Plan::kSevered && !confined) {
+        return RunOutcome::Aborted("Severed-egress namespace setup failed: " + m);
+      }
+      return RunOutcome::Aborted("sandbox setup failed: " + m);
+    }
+    child_ = std::move(*child);
+    out_ = {std::move(out->read), r_.stdout_sink, "stdout", {}};
+    err_ = {std::move(err->read), r_.stderr_sink, "stderr", {}};
+    status_fd_ = std::move(status->read);
+    if (confined) info_fd_ = std::move(info->read);
+    for (int fd : {out_.fd.get(), err_.fd.get(), status_fd_.get(), info_fd_.get()}) {
+      if (fd >= 0) ::fcntl(fd, F_SETFL, O_NONBLOCK);
+    }
+    if (!confined) sandbox_pid_ = child_.pid();
+
+    Loop(mount_lock);
+    return Outcome();
   }
 
-  // Wait for bubblewrap, reading its info (the sandbox init's pid) as it comes. That pid's
-  // pidfd is what the timeout kills: SIGKILL to a pid namespace's init kills everything in it.
-  auto deadline = Deadline(r.spec);
-  std::string info;
-  UniqueFd sandbox_init_pidfd;
-  bool info_open = true;
-  std::optional<ExitStatus> bwrap_status;
-  bool timed_out = false;
-  std::string status_text;
-  bool status_open = true;
-  while (!bwrap_status) {
-    pollfd fds[3] = {{child->pidfd(), POLLIN, 0},
-                     {status_open ? status_pipe->read.get() : -1, POLLIN, 0},
-                     {info_open ? info_pipe->read.get() : -1, POLLIN, 0}};
-    int rc = ::poll(fds, 3, static_cast<int>(Remaining(deadline).count()));
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc == 0) {
-      timed_out = true;
-      if (sandbox_init_pidfd) {
+ private:
+  void Loop(std::optional<NetnsMountLock>& mount_lock) {
+    const auto run_deadline =
+        r_.spec.timeout.count() > 0 ? std::optional(Clock::now() + r_.spec.timeout) : std::nullopt;
+    while (!(child_exited_ && !out_.open() && !err_.open())) {
+      auto now = Clock::now();
+      std::optional<Clock::time_point> wake;
+      auto earliest = [&](std::optional<Clock::time_point> t) {
+        if (t && (!wake || *t < *wake)) wake = t;
+      };
+      if (!stopping_) earliest(run_deadline);
+      if (stopping_ && !killed_all_) earliest(stop_deadline_);
+      if (main_ && !killed_all_) earliest(drain_deadline_);
+      int timeout_ms = -1;
+      if (wake) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - now).count();
+        timeout_ms = static_cast<int>(std::max<int64_t>(0, left));
+      }
+      if (child_exited_ && !killed_all_ && timeout_ms < 0) timeout_ms = 100;
+      pollfd fds[6] = {
+          {child_exited_ ? -1 : child_.pidfd(), POLLIN, 0},
+          {status_fd_.get(), POLLIN, 0},
+          {info_fd_.get(), POLLIN, 0},
+          {out_.fd.get(), POLLIN, 0},
+          {err_.fd.get(), POLLIN, 0},
+          {stopping_ ? -1 : r_.cancel_fd, POLLIN, 0},
+      };
+      int rc = ::poll(fds, 6, timeout_ms);
+      if (rc < 0 && errno != EINTR) break;
+      if (fds[3].revents) out_.Pump(buf_);
+      if (fds[4].revents) err_.Pump(buf_);
+      if (fds[1].revents) ReadStatus(mount_lock);
+      if (fds[2].revents) ReadInfo();
+      now = Clock::now();
+      if (!stopping_ && fds[5].revents) BeginStop(RunOutcome::Kind::kCancelled);
+      if (!stopping_ && run_deadline && now >= *run_deadline) BeginStop(RunOutcome::Kind::kTimedOut);
+      if (stopping_ && !killed_all_ && (now >= stop_deadline_ || main_)) KillAll();
+      if (main_ && !killed_all_) {
+        // The main process is gone: the run ends when every writer has closed, or at the grace.
+        if ((!out_.open() && !err_.open()) || now >= drain_deadline_) KillAll();
+      }
+      if (fds[0].revents && !child_exited_) {
+        auto st = child_.Wait();
+        child_exited_ = true;
+        if (st.ok()) child_status_ = *st;
+        if (mount_lock) mount_lock->Release();
+        // Confined: the pid namespace is gone with it. Unconfined: init waited for every
+        // descendant; any writer still open escaped it and goes at the grace.
+        if (r_.decision.confined) killed_all_ = true;
+        if (!main_) drain_deadline_ = Clock::now() + r_.drain_grace;
+      }
+      if (child_exited_ && !killed_all_ && !main_ && Clock::now() >= drain_deadline_) KillAll();
+    }
+    // Status lines written just before the end.
+    ReadStatus(mount_lock);
+  }
+
+  void ReadStatus(std::optional<NetnsMountLock>& mount_lock) {
+    if (!status_fd_) return;
+    char b[256];
+    for (;;) {
+      ssize_t n = ::read(status_fd_.get(), b, sizeof(b));
+      if (n > 0) {
+        status_text_.append(b, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n == 0) status_fd_.reset();
+      break;
+    }
+    size_t nl;
+    while ((nl = status_text_.find('\n')) != std::string::npos) {
+      std::string line = status_text_.substr(0, nl);
+      status_text_.erase(0, nl + 1);
+      if (line == "started") {
+        started_ = true;
+        if (mount_lock) mount_lock->Release();
+        if (r_.on_started && sandbox_pid_ > 0) r_.on_started(sandbox_pid_);
+        continue;
+      }
+      if (auto parsed = ParseInitLine(line, r_.spec.argv[0]); parsed && !main_) {
+        main_ = parsed;
+        drain_deadline_ = Clock::now() + r_.drain_grace;
+      }
+    }
+  }
+
+  void ReadInfo() {
+    char b[512];
+    ssize_t n = ::read(info_fd_.get(), b, sizeof(b));
+    if (n <= 0) {
+      if (n == 0 || errno != EINTR) info_fd_.reset();
+      return;
+    }
+    info_.append(b, static_cast<size_t>(n));
+    size_t at = info_.find("\"child-pid\":");
+    if (at == std::string::npos || ns_init_pidfd_ || info_.find('}') == std::string::npos) return;
+    int pid = std::atoi(info_.c_str() + at + 12);
+    if (pid <= 0) return;
+    // The pidfd pins the process: the timeout and cancel signal it, never a reused pid.
+    ns_init_pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+    sandbox_pid_ = pid;
+    if (started_ && r_.on_started) r_.on_started(sandbox_pid_);
+  }
+
+  void BeginStop(RunOutcome::Kind why) {
+    stopping_ = true;
+    stop_kind_ = why;
+    stop_deadline_ = Clock::now() + r_.stop_grace;
+    // SIGTERM to codespace-init, which passes it to the command.
+    if (r_.decision.confined) {
+      if (sandbox_pid_ > 0) {
+        for (pid_t c : ChildrenOf(sandbox_pid_)) ::kill(c, SIGTERM);
+      }
+    } else {
+      child_.Signal(SIGTERM).IgnoreError();
+    }
+  }
+
+  void KillAll() {
+    killed_all_ = true;
+    if (r_.decision.confined) {
+      if (ns_init_pidfd_) {
         // SIGKILL to the pid namespace's init: the kernel kills every process in it, and the
         // init's pidfd turns readable only after the last of them is gone.
-        ::syscall(SYS_pidfd_send_signal, sandbox_init_pidfd.get(), SIGKILL, nullptr, 0);
-        pollfd gone{sandbox_init_pidfd.get(), POLLIN, 0};
+        ::syscall(SYS_pidfd_send_signal, ns_init_pidfd_.get(), SIGKILL, nullptr, 0);
+        pollfd gone{ns_init_pidfd_.get(), POLLIN, 0};
         while (::poll(&gone, 1, 10000) < 0 && errno == EINTR) {
         }
       }
-      child->Signal(SIGKILL).IgnoreError();  // --die-with-parent takes the sandbox with it
-      auto st = child->Wait();
-      bwrap_status = st.ok() ? *st : ExitStatus::Killed(SIGKILL);
-      break;
-    }
-    if (status_open && (fds[1].revents & (POLLIN | POLLHUP))) {
-      char buf[256];
-      ssize_t n = ::read(status_pipe->read.get(), buf, sizeof(buf));
-      if (n > 0) {
-        status_text.append(buf, static_cast<size_t>(n));
-        if (status_text.find("started\n") != std::string::npos) mount_lock->Release();
-      } else if (n == 0 || errno != EINTR) {
-        status_open = false;
-      }
-    }
-    if (info_open && (fds[2].revents & (POLLIN | POLLHUP))) {
-      char buf[512];
-      ssize_t n = ::read(info_pipe->read.get(), buf, sizeof(buf));
-      if (n > 0) {
-        info.append(buf, static_cast<size_t>(n));
-        size_t at = info.find("\"child-pid\":");
-        if (at != std::string::npos && !sandbox_init_pidfd && info.find('}') != std::string::npos) {
-          int pid = std::atoi(info.c_str() + at + 12);
-          if (pid > 0) sandbox_init_pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-        }
-      } else if (n == 0 || errno != EINTR) {
-        info_open = false;
-      }
-    }
-    if (fds[0].revents & POLLIN) {
-      auto st = child->Wait();
-      if (!st.ok()) return RunOutcome::Aborted(st.status().message());
-      bwrap_status = *st;
+      child_.Signal(SIGKILL).IgnoreError();  // --die-with-parent takes anything left with it
+    } else {
+      // codespace-init first (its descendants are then reparented here), then all of them.
+      child_.Signal(SIGKILL).IgnoreError();
+      KillChildren(child_.pid());
     }
   }
 
-  mount_lock->Release();
-  // Every writer of the status pipe is gone: the sandbox died with bubblewrap.
-  ::fcntl(status_pipe->read.get(), F_SETFL, O_NONBLOCK);
-  if (auto rest = ReadAll(status_pipe->read.get()); rest.ok()) status_text += *rest;
-  if (timed_out) return TimedOut(r.spec);
-  if (auto parsed = ParseInitStatus(status_text, r.spec.argv[0])) return *parsed;
-  if (status_text.find("started\n") != std::string::npos) {
-    // The command ran, but its init never reported how it ended: killed from inside.
-    RunOutcome died = RunOutcome::Signaled(bwrap_status->signaled ? bwrap_status->signal : SIGKILL);
-    died.reason = fmt::format("the sandbox's init died before reporting (bubblewrap {})",
-                           bwrap_status->ToString());
-    return died;
+  RunOutcome Outcome() {
+    RunOutcome o;
+    if (stopping_) {
+      o.kind = stop_kind_;
+      o.signal = main_ && main_->kind == RunOutcome::Kind::kSignaled ? main_->signal : SIGKILL;
+      o.reason = stop_kind_ == RunOutcome::Kind::kTimedOut
+                     ? fmt::format("wall-clock timeout of {}s reached; the sandbox was stopped "
+                                   "(SIGTERM, then SIGKILL after {} ms)",
+                                   r_.spec.timeout.count(), r_.stop_grace.count())
+                     : fmt::format("cancelled on request; the sandbox was stopped (SIGTERM, then "
+                                   "SIGKILL after {} ms)",
+                                   r_.stop_grace.count());
+    } else if (main_) {
+      o = *main_;
+    } else if (started_) {
+      o = RunOutcome::Signaled(child_status_.signaled ? child_status_.signal : SIGKILL);
+      o.reason = fmt::format("the sandbox's init died before reporting ({})",
+                             child_status_.ToString());
+    } else {
+      o = RunOutcome::Aborted(fmt::format(
+          "sandbox setup failed: {} {} before the command started (its message is on the "
+          "run's stderr)",
+          r_.decision.confined ? "bubblewrap" : "codespace-init", child_status_.ToString()));
+    }
+    for (const Stream* s : {&out_, &err_}) {
+      if (!s->error.ok() && o.output_error.empty()) o.output_error = s->error.message();
+    }
+    return o;
   }
-  return RunOutcome::Aborted(fmt::format(
-      "sandbox setup failed: bubblewrap {} before the command started (its message is on the "
-      "run's stderr)",
-      bwrap_status->ToString()));
-}
 
-// Unconfined: no bubblewrap. Severed by a network namespace of our own, or shared.
-RunOutcome LaunchUnconfined(const LaunchRequest& r, FilteredEgressNetns* net) {
-  SpawnOptions o;
-  o.argv = r.spec.argv;
-  o.env = SandboxEnvironment(r.spec.env);
-  o.cwd = r.spec.workspace;
-  o.new_session = true;  // its own process group, so the timeout can kill the whole tree
-  o.fds = {{r.stdout_fd, 1}, {r.stderr_fd, 2}};
-  // Nothing confines an unconfined run; at least it holds no capability (a root run could
-  // otherwise rewrite its own firewall).
-  o.drop_capabilities = true;
-  if (net) {
-    o.netns_fd = net->netns_fd();
-    o.bind_files = {{net->resolv_conf_path(), "/etc/resolv.conf"}};
-  }
-  if (r.decision.plan == Plan::kSevered) {
-    // A plain netns needs CAP_SYS_ADMIN; without it, a user namespace of our own may still
-    // allow one. If neither can be made, the run is aborted: never run on our network.
-    o.unshare_attempts = {CLONE_NEWNET, CLONE_NEWUSER | CLONE_NEWNET};
-    o.loopback_up = true;
-  }
-  auto child = Spawn(o);
-  if (!child.ok()) {
-    const std::string m = child.status().message();
-    if (m.rfind("execve(", 0) == 0) {
-      RunOutcome out;
-      out.kind = child.status().code() == StatusCode::kNotFound ? RunOutcome::Kind::kNotFound
-                                                                : RunOutcome::Kind::kCannotInvoke;
-      out.reason = fmt::format("cannot run {}: {}", r.spec.argv[0], m);
-      return out;
-    }
-    if (net) return RunOutcome::Aborted(fmt::format("Filtered-egress netns setup failed: enter namespace: {}", m));
-    return RunOutcome::Aborted(fmt::format("Severed-egress namespace setup failed: {}", m));
-  }
-  auto deadline = Deadline(r.spec);
-  for (;;) {
-    auto st = child->WaitFor(Remaining(deadline));
-    if (!st.ok()) return RunOutcome::Aborted(st.status().message());
-    if (st->has_value()) {
-      const ExitStatus& e = **st;
-      return e.signaled ? RunOutcome::Signaled(e.signal) : RunOutcome::Exited(e.code);
-    }
-    // Timeout: the process group (unconfined runs have no pid namespace to kill whole).
-    ::kill(-child->pid(), SIGKILL);
-    child->Signal(SIGKILL).IgnoreError();
-    child->Wait().status().IgnoreError();
-    return TimedOut(r.spec);
-  }
-}
+  const LaunchRequest& r_;
+  FilteredEgressNetns* net_;
+  std::vector<char> buf_;
+  ChildProcess child_;
+  Stream out_, err_;
+  UniqueFd status_fd_, info_fd_, ns_init_pidfd_;
+  std::string status_text_, info_;
+  pid_t sandbox_pid_ = -1;
+  bool started_ = false;
+  std::optional<RunOutcome> main_;
+  bool child_exited_ = false;
+  ExitStatus child_status_;
+  bool stopping_ = false;
+  RunOutcome::Kind stop_kind_ = RunOutcome::Kind::kCancelled;
+  Clock::time_point stop_deadline_, drain_deadline_;
+  bool killed_all_ = false;
+};
 
 }  // namespace
+
+void KillChildren(pid_t spare) {
+  const pid_t self = ::getpid();
+  for (int round = 0; round < 1000; ++round) {
+    std::vector<pid_t> kids;
+    DIR* d = ::opendir("/proc");
+    if (!d) return;
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      std::ifstream in(fmt::format("/proc/{}/stat", e->d_name));
+      std::string stat;
+      std::getline(in, stat);
+      size_t close = stat.rfind(')');
+      if (close == std::string::npos) continue;
+      char state = 0;
+      int ppid = 0;
+      if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2) continue;
+      if (ppid == self) kids.push_back(std::atoi(e->d_name));
+    }
+    ::closedir(d);
+    bool any = false;
+    for (pid_t k : kids) {
+      if (k == spare) continue;
+      any = true;
+      ::kill(k, SIGKILL);
+    }
+    // Reap what died (only our direct children can be), so the next round sees the rest.
+    while (::waitpid(-1, nullptr, WNOHANG | __WALL) > 0) {
+    }
+    if (!any) return;
+    ::usleep(1000);
+  }
+}
 
 RunOutcome LaunchAndWait(const LaunchRequest& r) {
   if (r.spec.argv.empty()) return RunOutcome::Aborted("the run has no command");
   if (r.decision.plan == Plan::kRefused) return RunOutcome::Aborted("refused: " + r.decision.reason);
-  if (r.decision.confined && (r.bwrap_path.empty() || r.init_path.empty())) {
-    return RunOutcome::Aborted("sandbox setup failed: bubblewrap or codespace-init not found");
+  if (!r.stdout_sink || !r.stderr_sink) return RunOutcome::Aborted("launch: no output sinks");
+  if (r.init_path.empty()) return RunOutcome::Aborted("sandbox setup failed: codespace-init not found");
+  if (r.decision.confined && r.bwrap_path.empty()) {
+    return RunOutcome::Aborted("sandbox setup failed: bubblewrap not found");
   }
-  if (r.decision.plan != Plan::kFiltered) {
-    return r.decision.confined ? LaunchConfined(r, nullptr) : LaunchUnconfined(r, nullptr);
-  }
+  // Descendants that outlive their parents are reparented here, so that an unconfined run's
+  // whole tree can be found and killed (a confined one dies with its pid namespace).
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  if (r.decision.plan != Plan::kFiltered) return Launch(r, nullptr).Run();
+
   // Filtered: the run's namespace, firewall and DNS gate first; any failure aborts the run
   // before its command starts (fail closed: never launched with the worker's network).
+  if (r.namespace_name.empty()) {
+    return RunOutcome::Aborted(
+        "Filtered-egress netns setup failed: create namespace: no namespace name was admitted "
+        "for this run");
+  }
   FilteredNetnsConfig c;
   c.run_id = r.run_id;
   c.namespace_name = r.namespace_name;
@@ -265,17 +426,15 @@ RunOutcome LaunchAndWait(const LaunchRequest& r) {
   c.pool = r.pool;
   c.upstream_dns = r.upstream_dns;
   c.before_step = r.before_setup_step;
-  c.on_refused = [id = r.run_id](std::string_view name) {
-    std::fprintf(stderr, "codespace: run %s: DNS gate refused \"%.*s\"\n", id.c_str(),
-                 static_cast<int>(name.size()), name.data());
+  OutputSink* err = r.stderr_sink;
+  c.on_refused = [id = r.run_id, err](std::string_view name) {
+    std::string line = fmt::format("codespace: run {}: DNS gate refused \"{}\"\n", id, name);
+    std::fputs(line.c_str(), stderr);
+    (void)err;
   };
-  if (c.namespace_name.empty()) {
-    return RunOutcome::Aborted("Filtered-egress netns setup failed: create namespace: no namespace "
-                               "name was admitted for this run");
-  }
   auto net = FilteredEgressNetns::Setup(std::move(c));
   if (!net.ok()) return RunOutcome::Aborted(net.status().message());
-  RunOutcome o = r.decision.confined ? LaunchConfined(r, net->get()) : LaunchUnconfined(r, net->get());
+  RunOutcome o = Launch(r, net->get()).Run();
   Status down = (*net)->Teardown();
   o.network_report = (*net)->Report();
   if (!down.ok()) std::fprintf(stderr, "codespace: run %s: %s\n", r.run_id.c_str(), down.message().c_str());

@@ -1,16 +1,24 @@
-// The launcher: starts a run the way its plan says, waits for it, and reports how it ended.
+// The launcher: starts a run the way its plan says, pumps its output, stops it when asked or
+// when its time is up, and reports how it ended.
 //
 //   Severed, confined     bubblewrap with its own network namespace (loopback only)
 //   Shared,  confined     bubblewrap on the worker's network
-//   Severed, unconfined   no bubblewrap: the command in a network namespace of its own
-//                         (unshare), or aborted when none can be made
-//   Shared,  unconfined   the command on the worker's network, environment cleared
 //   Filtered, confined    bubblewrap inside the run's own filtered namespace (net/): its
 //                         allowlist firewall and DNS gate; the sandbox holds no capability in
 //                         the namespace that owns them
-//   Filtered, unconfined  the command in that namespace, capabilities dropped (root only)
-//   A filtered setup that fails aborts the run before its command starts: never shared.
+//   Severed, unconfined   no bubblewrap: the command in a network namespace of its own
+//                         (unshare), or aborted when none can be made
+//   Filtered, unconfined  the command in the run's filtered namespace (root only)
+//   Shared,  unconfined   the command on the worker's network
 //   Refused               never launched
+// A filtered setup that fails aborts the run before its command starts: never shared.
+// Unconfined commands hold no capability either (all sets emptied, no_new_privs).
+//
+// Every command runs under codespace-init, which reports "started" and then exactly how the
+// command ended. The run is over when its main process has exited *and* every writer of its
+// output has closed (background descendants included), or when `drain_grace` after the main
+// exit has passed; then whatever is left of it is killed — the whole pid namespace when
+// confined, every descendant (reparented to this process, a subreaper) when not.
 #pragma once
 
 #include <chrono>
@@ -22,6 +30,7 @@
 #include "net/filtered_netns.h"
 #include "plan/plan.h"
 #include "run/run_spec.h"
+#include "sandbox/output_sink.h"
 #include "sandbox/run_outcome.h"
 
 namespace codespace {
@@ -38,16 +47,31 @@ struct LaunchRequest {
   AddressPool pool = AddressPool::Default();
   std::string upstream_dns;  // empty: /etc/resolv.conf's first nameserver
   std::function<Status(SetupStep)> before_setup_step;  // test seam (failure injection)
-  int stdout_fd = 1;
-  int stderr_fd = 2;
+
+  OutputSink* stdout_sink = nullptr;  // required
+  OutputSink* stderr_sink = nullptr;  // required
+  // Readable (an eventfd, a pipe) → cancel: SIGTERM, `stop_grace`, then SIGKILL. -1: none.
+  int cancel_fd = -1;
+  std::chrono::milliseconds stop_grace{5000};
+  // After the main process exits: how long background writers may go on.
+  std::chrono::milliseconds drain_grace{5000};
+  // Called once the command is running, with the pid (in this pid namespace) of the process
+  // whose death ends the sandbox: bubblewrap's pid-namespace init when confined, codespace-init
+  // when not. The supervisor records it so that a successor can kill what is left.
+  std::function<void(pid_t)> on_started;
 };
 
-// Runs to completion (or timeout) and returns how the run ended. Never throws, never launches a
-// run with more network than its plan: every setup failure is an aborted outcome with a reason.
+// Runs to completion (or timeout, or cancel) and returns how the run ended. Never launches a run
+// with more network than its plan: every setup failure is an aborted outcome with a reason.
 RunOutcome LaunchAndWait(const LaunchRequest& request);
 
 // Where codespace-init is: CODESPACE_INIT_PATH, else beside the running binary, else
 // ../libexec/codespace/ relative to it.
 std::string FindSandboxInit();
+
+// Kills, with SIGKILL, every process whose parent is this process (repeatedly, as killing one
+// reparents its children here when this process is a subreaper), except `spare`. Unconfined
+// runs have no pid namespace to kill whole; this is how their trees go.
+void KillChildren(pid_t spare);
 
 }  // namespace codespace

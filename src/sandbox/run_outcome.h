@@ -12,7 +12,8 @@ struct RunOutcome {
   enum class Kind {
     kExited,        // the command exited with exit_code
     kSignaled,      // the command was killed by `signal`
-    kTimedOut,      // the wall-clock timeout killed the sandbox
+    kTimedOut,      // the wall-clock timeout stopped the sandbox (SIGTERM, grace, SIGKILL)
+    kCancelled,     // a cancel request stopped the sandbox (SIGTERM, grace, SIGKILL)
     kNotFound,      // the command does not exist (127)
     kCannotInvoke,  // the command exists but cannot be executed (126)
     kAborted,       // codespace could not set the run up; the command never started
@@ -22,11 +23,13 @@ struct RunOutcome {
   int signal = 0;
   std::string reason;  // for everything but kExited/kSignaled
   NetworkReport network_report;  // a filtered run's DNS admissions, refusals, drops
+  // Output capture that failed (e.g. the log's disk is full): the first error, per stream.
+  std::string output_error;
 
-  static RunOutcome Exited(int code) { return {Kind::kExited, code, 0, "", {}}; }
-  static RunOutcome Signaled(int sig) { return {Kind::kSignaled, 0, sig, "", {}}; }
+  static RunOutcome Exited(int code) { return {Kind::kExited, code, 0, "", {}, ""}; }
+  static RunOutcome Signaled(int sig) { return {Kind::kSignaled, 0, sig, "", {}, ""}; }
   static RunOutcome Aborted(std::string why) {
-    return {Kind::kAborted, 0, 0, std::move(why), {}};
+    return {Kind::kAborted, 0, 0, std::move(why), {}, ""};
   }
 
   // The exit status `codespace run` passes on, like `docker run`: the command's own code;
@@ -35,7 +38,8 @@ struct RunOutcome {
     switch (kind) {
       case Kind::kExited: return exit_code;
       case Kind::kSignaled: return 128 + signal;
-      case Kind::kTimedOut: return 128 + (signal ? signal : 9);
+      case Kind::kTimedOut:
+      case Kind::kCancelled: return 128 + (signal ? signal : 9);
       case Kind::kNotFound: return 127;
       case Kind::kCannotInvoke: return 126;
       case Kind::kAborted: return 125;

@@ -6,8 +6,12 @@
 // as exit 1, so neither can be told from a command that exits with those codes. This init runs
 // the command as its child and writes exactly how it ended to STATUS_FD, one line:
 //   "exit N" | "signal N" | "exec-error ERRNO"
-// It depends on libc alone (it is exec'd on every launch) and keeps STATUS_FD out of the command
-// (close-on-exec), so the command cannot forge its own record.
+// After the command exits it stays, as the run's subreaper, until every descendant has exited
+// too: background processes may still be writing the run's output, and the supervisor decides
+// (after a grace) when to kill what is left. It depends on libc alone (it is exec'd on every
+// launch) and keeps STATUS_FD out of the command (close-on-exec), so the command cannot forge
+// its own record.
+#include <sys/prctl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -52,6 +56,9 @@ int main(int argc, char** argv) {
     ssize_t ignored = write(status_fd, "started\n", 8);
     (void)ignored;
   }
+  // Orphaned descendants are reparented here (not to bubblewrap's init, nor, unconfined, to the
+  // host's), so that this process sees them and the run ends only when they have.
+  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   int exec_pipe[2];
   if (pipe2(exec_pipe, O_CLOEXEC) != 0) return 125;
 
@@ -84,15 +91,23 @@ int main(int argc, char** argv) {
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return 125;
   }
+  int code;
   if (got == static_cast<ssize_t>(sizeof(exec_errno))) {
     Report(status_fd, "exec-error", exec_errno);
     fprintf(stderr, "codespace: %s: %s\n", argv[2], strerror(exec_errno));
-    return exec_errno == ENOENT ? 127 : 126;
-  }
-  if (WIFSIGNALED(status)) {
+    code = exec_errno == ENOENT ? 127 : 126;
+  } else if (WIFSIGNALED(status)) {
     Report(status_fd, "signal", WTERMSIG(status));
-    return 128 + WTERMSIG(status);
+    code = 128 + WTERMSIG(status);
+  } else {
+    Report(status_fd, "exit", WEXITSTATUS(status));
+    code = WEXITSTATUS(status);
   }
-  Report(status_fd, "exit", WEXITSTATUS(status));
-  return WEXITSTATUS(status);
+  close(status_fd);
+  g_child = 0;
+  // Reap every descendant that outlives the command (they are ours, as subreaper).
+  for (;;) {
+    if (waitpid(-1, nullptr, 0) < 0 && errno == ECHILD) break;
+  }
+  return code;
 }

@@ -58,6 +58,7 @@ void ApplyOutcome(const RunOutcome& o, RunRecord* r) {
       r->exit_code = o.ShellCode();
       r->reason = o.reason;
       break;
+    case RunOutcome::Kind::kCancelled:
     case RunOutcome::Kind::kTimedOut:
       r->state = RunState::kCancelled;
       r->signal = o.signal;
@@ -88,8 +89,9 @@ Result<RunRecord> LocalProcessRunner::Execute(const RunRecord& queued, int stdou
   req.namespace_name = r.namespace_name;
   req.pool = config_.pool;
   req.upstream_dns = config_.upstream_dns;
-  req.stdout_fd = stdout_fd;
-  req.stderr_fd = stderr_fd;
+  FdSink out(stdout_fd), err(stderr_fd);
+  req.stdout_sink = &out;
+  req.stderr_sink = &err;
   RunOutcome outcome = LaunchAndWait(req);
 
   ApplyOutcome(outcome, &r);
