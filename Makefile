@@ -13,7 +13,7 @@ DEBS := build-essential cmake ninja-build pkg-config clang-format \
         libnftables-dev libmnl-dev \
         libgtest-dev libgmock-dev
 
-.PHONY: deps build run test unit lanes install format clean
+.PHONY: deps build run test unit lanes install format clean mutate
 
 # Installs only what is missing, so a warm machine pays nothing.
 deps:
@@ -50,3 +50,10 @@ format:
 
 clean:
 	rm -rf $(BUILD) build-release build-asan
+
+# Mutation check (issue 8; not part of `make test`: it takes minutes). Each mutation of
+# tools/mutate/mutations.toml is applied to a scratch copy of the tree, built and tested; one line
+# per mutation, then a total; fails if any survives. The working tree is never modified.
+# MUTATE_ARGS passes options through, e.g. MUTATE_ARGS="--only dns-gate" (see tools/mutate/README.md).
+mutate: deps
+	python3 tools/mutate/run.py $(MUTATE_ARGS)

@@ -8,7 +8,13 @@
 // Exit codes of `run`, like `docker run`: the command's own; 128+N when a signal killed it;
 // 125 when codespace itself failed or refused the run; 126 when the command cannot be invoked;
 // 127 when it is not found.
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 
 #include <cstdio>
 #include <iostream>
@@ -32,6 +38,10 @@
 #include "store/sqlite_run_store.h"
 #include "worker/local_runner.h"
 #include "worker/namespace_sweep.h"
+#include "worker/worker.h"
+#include "cli/log_follow.h"
+#include "supervisor/run_dir.h"
+#include "supervisor/supervisor.h"
 
 namespace codespace {
 namespace {
@@ -133,62 +143,62 @@ int CmdPlan(const SpecFlags& flags, bool quiet) {
   return a.admitted ? 0 : kExitCodespaceFailed;
 }
 
-int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
-  auto spec = SpecFromFlags(flags);
-  if (!spec.ok()) {
-    PrintError(spec.status());
-    return kExitCodespaceFailed;
-  }
-  HostFacts facts = ProbeAndReport(quiet);
-  std::string refusal = ConfinementRefusal(facts);
-  if (!refusal.empty()) {
-    fmt::print(stderr, "codespace: {}\n", refusal);
-    return kExitCodespaceFailed;
-  }
-  auto store = OpenStore(state_dir);
-  if (!store.ok()) {
-    PrintError(store.status());
-    return kExitCodespaceFailed;
-  }
-  RunnerConfig base;
-  base.init_path = FindSandboxInit();
-  base.hidden_dirs = {state_dir};
-  auto config = RunnerConfigFromEnvironment(base);
-  if (!config.ok()) {
-    PrintError(config.status());
-    return kExitCodespaceFailed;
-  }
+std::atomic<bool> g_interrupted{false};
+void OnInterrupt(int) { g_interrupted.store(true); }
+
+std::string SelfExe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+WorkerConfig MakeWorkerConfig(const std::string& state_dir) {
+  WorkerConfig wc;
+  wc.state_dir = state_dir;
+  wc.codespace_binary = SelfExe();
+  wc.init_path = FindSandboxInit();
+  wc.drain_grace = std::chrono::milliseconds(std::atoll(GetEnv("CODESPACE_DRAIN_GRACE_MS", "5000").c_str()));
+  wc.stop_grace = std::chrono::milliseconds(std::atoll(GetEnv("CODESPACE_STOP_GRACE_MS", "5000").c_str()));
+  return wc;
+}
+
+// Probes, opens the store and sweeps: what every command that launches does first.
+struct Session {
+  HostFacts facts;
+  std::unique_ptr<SqliteRunStore> store;
+};
+Result<Session> StartSession(const std::string& state_dir, bool quiet) {
+  Session s;
+  s.facts = ProbeAndReport(quiet);
+  std::string refusal = ConfinementRefusal(s.facts);
+  if (!refusal.empty()) return FailedPreconditionError(refusal);
+  ASSIGN_OR_RETURN(s.store, OpenStore(state_dir));
   // What finished runs of this store left behind (a worker killed mid-teardown) goes first.
-  SweepResult swept = SweepFinishedRunNamespaces(**store, facts);
+  SweepResult swept = SweepFinishedRunNamespaces(*s.store, s.facts);
   for (const auto& e : swept.errors) fmt::print(stderr, "codespace: sweep: {}\n", e);
   if (!quiet && !swept.removed.empty()) {
     fmt::print(stderr, "codespace: removed {} leftover namespace(s) of finished runs\n",
                swept.removed.size());
   }
-  LocalProcessRunner runner(facts, store->get(), *config);
-  auto created = runner.Create(*spec);
-  if (!created.ok()) {
-    PrintError(created.status());
-    return kExitCodespaceFailed;
-  }
+  return s;
+}
+
+Result<RunRecord> CreateRun(Session& s, const SpecFlags& flags, bool quiet) {
+  ASSIGN_OR_RETURN(RunSpec spec, SpecFromFlags(flags));
+  LocalProcessRunner runner(s.facts, s.store.get(), RunnerConfig{});
+  ASSIGN_OR_RETURN(RunRecord created, runner.Create(spec));
   if (!quiet) {
-    fmt::print(stderr, "run {} plan={} network={}{}{}\n", created->id, PlanName(created->plan),
-               NetworkPostureName(created->network),
-               created->namespace_name.empty() ? "" : " namespace=" + created->namespace_name,
-               created->reason.empty() ? "" : fmt::format(" reason=\"{}\"", created->reason));
+    fmt::print(stderr, "run {} plan={} network={}{}{}\n", created.id, PlanName(created.plan),
+               NetworkPostureName(created.network),
+               created.namespace_name.empty() ? "" : " namespace=" + created.namespace_name,
+               created.reason.empty() ? "" : fmt::format(" reason=\"{}\"", created.reason));
   }
-  if (created->state == RunState::kRefused) {
-    fmt::print(stderr, "codespace: run {} refused: {}\n", created->id, created->reason);
-    return kExitCodespaceFailed;
-  }
-  auto done = runner.Execute(*created, STDOUT_FILENO, STDERR_FILENO);
-  if (!done.ok()) {
-    PrintError(done.status());
-    return kExitCodespaceFailed;
-  }
-  const RunRecord& r = *done;
-  if (r.state == RunState::kAborted) {
-    fmt::print(stderr, "codespace: run {} aborted: {}\n", r.id, r.reason);
+  return created;
+}
+
+int ExitCodeOf(const RunRecord& r) {
+  if (r.state == RunState::kAborted || r.state == RunState::kRefused || r.state == RunState::kLost) {
+    fmt::print(stderr, "codespace: run {} {}: {}\n", r.id, RunStateName(r.state), r.reason);
     return kExitCodespaceFailed;
   }
   if (r.state == RunState::kCancelled) {
@@ -196,6 +206,137 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
   }
   if (r.signal) return 128 + *r.signal;
   return r.exit_code.value_or(kExitCodespaceFailed);
+}
+
+int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
+  auto session = StartSession(state_dir, quiet);
+  if (!session.ok()) {
+    PrintError(session.status());
+    return kExitCodespaceFailed;
+  }
+  auto created = CreateRun(*session, flags, quiet);
+  if (!created.ok()) {
+    PrintError(created.status());
+    return kExitCodespaceFailed;
+  }
+  if (created->state == RunState::kRefused) return ExitCodeOf(*created);
+  RunStore& store = *session->store;
+  WorkerConfig wc = MakeWorkerConfig(state_dir);
+  ProcessIdentity sup;
+  auto running = ClaimAndStart(store, wc, session->facts, *created, &sup);
+  if (!running.ok()) {
+    PrintError(running.status());
+    auto rec = store.Get(created->id);
+    return rec.ok() ? ExitCodeOf(*rec) : kExitCodespaceFailed;
+  }
+  // Ctrl-C or SIGTERM cancels the run (the supervisor, in its own session, would outlive us).
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGHUP, &sa, nullptr);
+  RunDir dir = RunDirFor(state_dir, created->id);
+  LogFollower follow(dir.stdout_path(), dir.stderr_path(), STDOUT_FILENO, STDERR_FILENO);
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, sup.pid, 0)));
+  bool cancel_sent = false;
+  for (;;) {
+    if (g_interrupted.load() && !cancel_sent) {
+      cancel_sent = true;
+      RequestCancel(store, state_dir, created->id).IgnoreError();
+    }
+    size_t copied = follow.Pump();
+    pollfd p{pidfd.get(), POLLIN, 0};
+    int rc = ::poll(&p, pidfd ? 1 : 0, copied ? 0 : 10);
+    if (rc > 0 || !pidfd) break;
+  }
+  follow.Pump();  // the sealed tail
+  auto check = CheckRun(store, wc, session->facts, *running);
+  if (!check.ok()) {
+    PrintError(check.status());
+    return kExitCodespaceFailed;
+  }
+  auto rec = store.Get(created->id);
+  if (!rec.ok()) {
+    PrintError(rec.status());
+    return kExitCodespaceFailed;
+  }
+  return ExitCodeOf(*rec);
+}
+
+int CmdSubmit(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
+  auto session = StartSession(state_dir, quiet);
+  if (!session.ok()) {
+    PrintError(session.status());
+    return kExitCodespaceFailed;
+  }
+  auto created = CreateRun(*session, flags, /*quiet=*/true);
+  if (!created.ok()) {
+    PrintError(created.status());
+    return kExitCodespaceFailed;
+  }
+  fmt::print("{}\n", created->id);
+  if (created->state == RunState::kRefused) return ExitCodeOf(*created);
+  return 0;
+}
+
+int CmdWorker(bool quiet, const std::string& state_dir) {
+  auto session = StartSession(state_dir, quiet);
+  if (!session.ok()) {
+    PrintError(session.status());
+    return kExitCodespaceFailed;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  fmt::print(stderr, "codespace worker: state dir {}; submit runs with `codespace submit`\n",
+             state_dir);
+  Status s = RunWorker(*session->store, MakeWorkerConfig(state_dir), session->facts, g_interrupted);
+  if (!s.ok()) {
+    PrintError(s);
+    return kExitCodespaceFailed;
+  }
+  return 0;
+}
+
+int CmdLogs(const std::string& state_dir, const std::string& id, bool follow_flag) {
+  auto store = OpenStore(state_dir);
+  if (!store.ok()) {
+    PrintError(store.status());
+    return kExitCodespaceFailed;
+  }
+  auto rec = (*store)->Get(id);
+  if (!rec.ok()) {
+    PrintError(rec.status());
+    return kExitCodespaceFailed;
+  }
+  RunDir dir = RunDirFor(state_dir, id);
+  LogFollower follow(dir.stdout_path(), dir.stderr_path(), STDOUT_FILENO, STDERR_FILENO);
+  follow.Pump();
+  while (follow_flag && !IsTerminal(rec->state)) {
+    if (follow.Pump() == 0) ::usleep(20000);
+    auto again = (*store)->Get(id);
+    if (again.ok()) rec = std::move(again);
+  }
+  follow.Pump();
+  return 0;
+}
+
+int CmdCancel(const std::string& state_dir, const std::string& id) {
+  auto store = OpenStore(state_dir);
+  if (!store.ok()) {
+    PrintError(store.status());
+    return kExitCodespaceFailed;
+  }
+  Status s = RequestCancel(**store, state_dir, id);
+  if (!s.ok()) {
+    PrintError(s);
+    return kExitCodespaceFailed;
+  }
+  fmt::print("cancel requested for run {}\n", id);
+  return 0;
 }
 
 int CmdRuns(const std::string& state_dir, const std::string& state, size_t limit, bool json) {
@@ -255,6 +396,15 @@ int CmdShow(const std::string& state_dir, const std::string& id, bool json) {
 }
 
 int Main(int argc, char** argv) {
+  // The supervisor of one run (started by `run` and `worker`, never by hand).
+  if (argc >= 2 && std::string(argv[1]) == "__supervise") {
+    auto args = ParseSupervisorArgs(std::vector<std::string>(argv + 2, argv + argc));
+    if (!args.ok()) {
+      PrintError(args.status());
+      return kExitCodespaceFailed;
+    }
+    return SuperviseMain(*args);
+  }
   CLI::App app{"codespace: run untrusted commands in bubblewrap sandboxes with a network egress "
                "policy per run, and keep a durable record of every run."};
   app.require_subcommand(1);
@@ -290,6 +440,23 @@ int Main(int argc, char** argv) {
   show->add_option("id", show_id, "Run id, or \"latest\"")->required();
   show->add_flag("--json", show_json, "The record as JSON");
 
+  SpecFlags submit_flags;
+  auto* submit = app.add_subcommand("submit", "Queue a run for the worker and print its id");
+  AddSpecFlags(submit, &submit_flags, true);
+
+  app.add_subcommand("worker", "The long-lived worker: claims queued runs, supervises them, "
+                               "re-binds to runs in flight after a restart");
+
+  std::string logs_id;
+  bool logs_follow = false;
+  auto* logs = app.add_subcommand("logs", "Stream a run's output, live or sealed");
+  logs->add_option("id", logs_id, "Run id")->required();
+  logs->add_flag("--follow,-f", logs_follow, "Keep streaming until the run ends");
+
+  std::string cancel_id;
+  auto* cancel = app.add_subcommand("cancel", "Stop a run: SIGTERM, a grace, then SIGKILL");
+  cancel->add_option("id", cancel_id, "Run id")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -301,6 +468,10 @@ int Main(int argc, char** argv) {
   if (app.got_subcommand("run")) return CmdRun(run_flags, quiet, state_dir);
   if (app.got_subcommand("runs")) return CmdRuns(state_dir, runs_state, runs_limit, runs_json);
   if (app.got_subcommand("show")) return CmdShow(state_dir, show_id, show_json);
+  if (app.got_subcommand("submit")) return CmdSubmit(submit_flags, quiet, state_dir);
+  if (app.got_subcommand("worker")) return CmdWorker(quiet, state_dir);
+  if (app.got_subcommand("logs")) return CmdLogs(state_dir, logs_id, logs_follow);
+  if (app.got_subcommand("cancel")) return CmdCancel(state_dir, cancel_id);
   return kExitCodespaceFailed;
 }
 

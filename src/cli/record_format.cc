@@ -71,6 +71,10 @@ std::string FormatRecord(const RunRecord& r) {
     line("dns no", list(n.dns_refused));
     line("dropped", fmt::format("{} packets", n.dropped_packets));
   }
+  for (const auto& [name, d] : {std::pair<const char*, const LogDigest&>{"stdout", r.stdout_log},
+                                std::pair<const char*, const LogDigest&>{"stderr", r.stderr_log}}) {
+    if (d.sealed) line(name, fmt::format("{} bytes, sha256 {}", d.bytes, d.sha256));
+  }
   line("created", Time(r.created_ms));
   line("started", Time(r.started_ms));
   line("finished", Time(r.ended_ms));

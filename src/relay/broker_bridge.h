@@ -47,7 +47,9 @@ class BrokerBridge {
 
  private:
   BrokerBridge(std::string socket_path, BrokerAddress broker, std::unique_ptr<Relay> relay)
-      : socket_path_(std::move(socket_path)), broker_(std::move(broker)), relay_(std::move(relay)) {}
+      : socket_path_(std::move(socket_path)),
+        broker_(std::move(broker)),
+        relay_(std::move(relay)) {}
 
   std::string socket_path_;
   BrokerAddress broker_;

@@ -84,9 +84,9 @@ Result<BrokerAddress> ParseBrokerAddress(std::string_view text) {
       return InvalidArgumentError("broker address: the unix socket path holds a NUL byte");
     }
     if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
-      return InvalidArgumentError(fmt::format(
-          "broker address \"{}\": the unix socket path is longer than {} bytes", text,
-          sizeof(sockaddr_un{}.sun_path) - 1));
+      return InvalidArgumentError(
+          fmt::format("broker address \"{}\": the unix socket path is longer than {} bytes", text,
+                      sizeof(sockaddr_un{}.sun_path) - 1));
     }
     return BrokerAddress::Unix(std::string(path));
   }
@@ -117,8 +117,14 @@ Result<BrokerAddress> ParseBrokerAddress(std::string_view text) {
   host = text.substr(0, colon);
   port_text = text.substr(colon + 1);
   if (host.find(':') != std::string_view::npos) {
+    in6_addr a6{};
+    if (::inet_pton(AF_INET6, std::string(host).c_str(), &a6) == 1 ||
+        ::inet_pton(AF_INET6, std::string(text).c_str(), &a6) == 1) {
+      return InvalidArgumentError(fmt::format(
+          "broker address \"{}\": an IPv6 address needs brackets, e.g. [::1]:8080", text));
+    }
     return InvalidArgumentError(fmt::format(
-        "broker address \"{}\": an IPv6 address needs brackets, e.g. [::1]:8080", text));
+        "broker address \"{}\": expected unix:/path, 127.0.0.1:PORT or [::1]:PORT", text));
   }
   in_addr a4{};
   if (::inet_pton(AF_INET, std::string(host).c_str(), &a4) != 1) return NotLoopback(text, host);
@@ -129,13 +135,13 @@ Result<BrokerAddress> ParseBrokerAddress(std::string_view text) {
   return BrokerAddress::Tcp(buf, port);
 }
 
-Result<SocketAddress> ResolveBrokerAddress(const BrokerAddress& address) {
-  SocketAddress out;
+Result<BrokerSocketAddress> ResolveBrokerAddress(const BrokerAddress& address) {
+  BrokerSocketAddress out;
   if (address.kind == BrokerAddress::Kind::kUnix) {
     auto* un = reinterpret_cast<sockaddr_un*>(&out.storage);
     if (address.path.empty() || address.path.size() >= sizeof(un->sun_path)) {
-      return InvalidArgumentError(fmt::format("unix socket path \"{}\" is empty or too long",
-                                              address.path));
+      return InvalidArgumentError(
+          fmt::format("unix socket path \"{}\" is empty or too long", address.path));
     }
     un->sun_family = AF_UNIX;
     std::memcpy(un->sun_path, address.path.data(), address.path.size());
@@ -145,7 +151,8 @@ Result<SocketAddress> ResolveBrokerAddress(const BrokerAddress& address) {
   auto* v4 = reinterpret_cast<sockaddr_in*>(&out.storage);
   auto* v6 = reinterpret_cast<sockaddr_in6*>(&out.storage);
   if (::inet_pton(AF_INET, address.host.c_str(), &v4->sin_addr) == 1) {
-    if ((ntohl(v4->sin_addr.s_addr) >> 24) != 127) return NotLoopback(address.ToString(), address.host);
+    if ((ntohl(v4->sin_addr.s_addr) >> 24) != 127)
+      return NotLoopback(address.ToString(), address.host);
     v4->sin_family = AF_INET;
     v4->sin_port = htons(address.port);
     out.length = sizeof(*v4);
@@ -165,7 +172,7 @@ Result<SocketAddress> ResolveBrokerAddress(const BrokerAddress& address) {
 // Connector.
 
 Result<Connector> Connector::Create(const BrokerAddress& target) {
-  ASSIGN_OR_RETURN(SocketAddress address, ResolveBrokerAddress(target));
+  ASSIGN_OR_RETURN(BrokerSocketAddress address, ResolveBrokerAddress(target));
   return Connector(target, address);
 }
 
@@ -194,7 +201,7 @@ Result<bool> Connector::Retry(int fd) const {
 
 Result<UniqueFd> ListenLoopbackTcp(const std::string& host, uint16_t port, int backlog) {
   BrokerAddress as_target = BrokerAddress::Tcp(host, port == 0 ? 1 : port);
-  ASSIGN_OR_RETURN(SocketAddress address, ResolveBrokerAddress(as_target));
+  ASSIGN_OR_RETURN(BrokerSocketAddress address, ResolveBrokerAddress(as_target));
   if (address.family() == AF_INET) {
     reinterpret_cast<sockaddr_in*>(&address.storage)->sin_port = htons(port);
   } else {
@@ -220,7 +227,7 @@ Result<UniqueFd> ListenLoopbackTcp(const std::string& host, uint16_t port, int b
 }
 
 Result<UniqueFd> ListenUnix(const std::string& path, int backlog) {
-  ASSIGN_OR_RETURN(SocketAddress address, ResolveBrokerAddress(BrokerAddress::Unix(path)));
+  ASSIGN_OR_RETURN(BrokerSocketAddress address, ResolveBrokerAddress(BrokerAddress::Unix(path)));
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) return ErrnoError(fmt::format("socket(AF_UNIX for {})", path), errno);
   if (::bind(fd.get(), address.get(), address.length) != 0) {
@@ -650,8 +657,19 @@ void Relay::Loop::OnEvent(uint64_t data, uint32_t events) {
     c.target_readable |= readable;
     c.target_writable |= writable;
   }
-  // An EPOLLERR on an open connection surfaces as the error of the next splice/read/write.
-  if (c.state == State::kOpen) Service(c);
+  if (c.state != State::kOpen) return;
+  if (error) {
+    // A reset. Checked here, not left to the next splice: a direction that is done (EOF seen)
+    // with nothing to write would never touch the socket again, and the connection would stay.
+    int err = 0;
+    socklen_t len = sizeof(err);
+    int fd = tag == kTagClient ? c.client.get() : c.target.get();
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+      Close(c, /*abort=*/true);
+      return;
+    }
+  }
+  Service(c);
 }
 
 Relay::Loop::Pumped Relay::Loop::Pump(Direction& d, int src, int dst, bool& src_readable,
@@ -757,8 +775,8 @@ void Relay::Loop::Service(Conn& c) {
     Pumped up = Pump(c.up, c.client.get(), c.target.get(), c.client_readable, c.target_writable,
                      counters_.to_target);
     if (up == Pumped::kError) return Close(c, /*abort=*/true);
-    Pumped down = Pump(c.down, c.target.get(), c.client.get(), c.target_readable,
-                       c.client_writable, counters_.from_target);
+    Pumped down = Pump(c.down, c.target.get(), c.client.get(), c.target_readable, c.client_writable,
+                       counters_.from_target);
     if (down == Pumped::kError) return Close(c, /*abort=*/true);
     if (c.up.shut && c.down.shut) return Close(c, /*abort=*/false);
     if (up == Pumped::kIdle && down == Pumped::kIdle) return;
@@ -812,9 +830,9 @@ Result<std::unique_ptr<Relay>> Relay::Create(std::vector<UniqueFd> listeners,
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake) return ErrnoError("eventfd", errno);
   ASSIGN_OR_RETURN(UniqueFd reserve, OpenFile("/dev/null", O_RDONLY));
-  return std::unique_ptr<Relay>(new Relay(std::make_unique<Loop>(
-      std::move(listeners), std::move(tcp), std::move(connector), options, std::move(epoll),
-      std::move(wake), std::move(reserve))));
+  return std::unique_ptr<Relay>(new Relay(
+      std::make_unique<Loop>(std::move(listeners), std::move(tcp), std::move(connector), options,
+                             std::move(epoll), std::move(wake), std::move(reserve))));
 }
 
 Status Relay::Start() {

@@ -56,8 +56,8 @@ namespace codespace {
 struct BrokerAddress {
   enum class Kind { kUnix, kTcp };
   Kind kind = Kind::kUnix;
-  std::string path;  // kUnix: an absolute path
-  std::string host;  // kTcp: a loopback address literal, "127.0.0.1" (127.0.0.0/8) or "::1"
+  std::string path;   // kUnix: an absolute path
+  std::string host;   // kTcp: a loopback address literal, "127.0.0.1" (127.0.0.0/8) or "::1"
   uint16_t port = 0;  // kTcp: 1..65535
 
   static BrokerAddress Unix(std::string path);
@@ -78,13 +78,13 @@ struct BrokerAddress {
 Result<BrokerAddress> ParseBrokerAddress(std::string_view text);
 
 // The socket address a BrokerAddress names, resolved once (no DNS: literals only).
-struct SocketAddress {
+struct BrokerSocketAddress {
   sockaddr_storage storage{};
   socklen_t length = 0;
   int family() const { return storage.ss_family; }
   const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
 };
-Result<SocketAddress> ResolveBrokerAddress(const BrokerAddress& address);
+Result<BrokerSocketAddress> ResolveBrokerAddress(const BrokerAddress& address);
 
 // Starts connections to the target, and nowhere else.
 class Connector {
@@ -105,10 +105,10 @@ class Connector {
   const BrokerAddress& target() const { return target_; }
 
  private:
-  Connector(BrokerAddress target, SocketAddress address)
+  Connector(BrokerAddress target, BrokerSocketAddress address)
       : target_(std::move(target)), address_(address) {}
   BrokerAddress target_;
-  SocketAddress address_;
+  BrokerSocketAddress address_;
 };
 
 struct RelayOptions {

@@ -19,6 +19,8 @@
 namespace codespace {
 namespace {
 
+using ::codespace::testing::StatusHasMessage;
+using ::codespace::testing::StatusIs;
 using relay_testing::ByteStream;
 using relay_testing::ConnectTo;
 using relay_testing::CountOpenFds;
@@ -28,9 +30,6 @@ using relay_testing::ReadExactly;
 using relay_testing::ReadToEof;
 using relay_testing::TestBroker;
 using relay_testing::WaitFor;
-using testing::HasSubstr;
-using ::codespace::testing::StatusHasMessage;
-using ::codespace::testing::StatusIs;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMiB = 1024 * 1024;
@@ -100,7 +99,9 @@ TEST(ParseBrokerAddressTest, RefusesNonLoopbackHostsAndMalformedForms) {
       {"127.0.0.1:-1", "not a number"},
       {"127.0.0.1:+80", "not a number"},
       {"[::1]:0", "out of range"},
-      {"tcp:127.0.0.1:80", "not a loopback address"},
+      {"tcp:127.0.0.1:80", "expected unix:/path"},
+      {"http://127.0.0.1:80", "expected unix:/path"},
+      {"::1", "needs brackets"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.text);
@@ -218,7 +219,9 @@ INSTANTIATE_TEST_SUITE_P(
                       ParallelCase{"TcpSplice", TargetKind::kTcp, true, 200, 1 * kMiB},
                       ParallelCase{"TcpCopy", TargetKind::kTcp, false, 200, 1 * kMiB},
                       ParallelCase{"UnixCopy", TargetKind::kUnix, false, 50, 1 * kMiB}),
-    [](const auto& info) { return std::string(info.param.name); });
+    [](const ::testing::TestParamInfo<ParallelCase>& param_info) {
+      return std::string(param_info.param.name);
+    });
 
 // ---------------------------------------------------------------------------------------------
 // Half-close.
@@ -296,8 +299,8 @@ TEST_P(HalfCloseTest, BrokerShutsDownWritingAndClientCanStillSend) {
 
 INSTANTIATE_TEST_SUITE_P(Relay, HalfCloseTest,
                          ::testing::Values(TargetKind::kUnix, TargetKind::kTcp),
-                         [](const auto& info) {
-                           return info.param == TargetKind::kUnix ? "Unix" : "Tcp";
+                         [](const ::testing::TestParamInfo<TargetKind>& param_info) {
+                           return param_info.param == TargetKind::kUnix ? "Unix" : "Tcp";
                          });
 
 // ---------------------------------------------------------------------------------------------
@@ -411,7 +414,9 @@ TEST(RelayTest, ConnectTimeoutCountsAsDown) {
   EXPECT_TRUE(WaitFor([&] { return relay->relay->stats().connections_failed >= 2; },
                       std::chrono::seconds(3)));
   auto got = ReadToEof(clients.back().get(), std::chrono::seconds(2));
-  if (!got.ok()) EXPECT_THAT(got, StatusHasMessage("Connection reset"));
+  if (!got.ok()) {
+    EXPECT_THAT(got, StatusHasMessage("Connection reset"));
+  }
 }
 
 // A broker that resets its connection: the client's is closed too (a reset) and nothing leaks.
@@ -431,6 +436,36 @@ TEST(RelayTest, BrokerResetClosesBothSides) {
   ASSERT_OK(WriteAll(fd->get(), "ping"));
   auto got = ReadToEof(fd->get(), std::chrono::seconds(2));
   EXPECT_THAT(got, StatusHasMessage("Connection reset"));
+  EXPECT_TRUE(WaitFor([&] { return Idle(*relay->relay); }));
+}
+
+// A client that half-closed and then resets, while the broker is silent: the relay notices the
+// reset at once (no pending write would reveal it) and closes the broker's side.
+TEST(RelayTest, ClientResetAfterHalfCloseClosesTheBrokerSide) {
+  TempDir dir;
+  std::promise<void> got_eof;
+  std::promise<bool> got_hangup;
+  auto broker = StartBroker(TargetKind::kUnix, dir.path(), [&](int fd) {
+    auto request = ReadToEof(fd);
+    got_eof.set_value();
+    pollfd p{fd, 0, 0};  // POLLHUP is always reported
+    bool hup = ::poll(&p, 1, 3000) == 1 && (p.revents & POLLHUP);
+    got_hangup.set_value(hup);
+  });
+  ASSERT_OK(broker);
+  auto relay = StartRelay(broker->address);
+  ASSERT_OK(relay);
+  auto fd = ConnectTo(relay->address);
+  ASSERT_OK(fd);
+  ASSERT_OK(WriteAll(fd->get(), "request"));
+  ASSERT_EQ(::shutdown(fd->get(), SHUT_WR), 0);
+  ASSERT_EQ(got_eof.get_future().wait_for(std::chrono::seconds(2)), std::future_status::ready);
+  linger l{1, 0};
+  ::setsockopt(fd->get(), SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+  fd->reset();  // RST
+  auto hangup = got_hangup.get_future();
+  ASSERT_EQ(hangup.wait_for(std::chrono::seconds(2)), std::future_status::ready);
+  EXPECT_TRUE(hangup.get());
   EXPECT_TRUE(WaitFor([&] { return Idle(*relay->relay); }));
 }
 
@@ -456,7 +491,9 @@ TEST(RelayTest, ConnectionsOverTheCapAreClosed) {
   auto over = ConnectTo(relay->address);
   ASSERT_OK(over);
   auto got = ReadToEof(over->get(), std::chrono::seconds(2));
-  if (got.ok()) EXPECT_EQ(*got, "");
+  if (got.ok()) {
+    EXPECT_EQ(*got, "");
+  }
   EXPECT_EQ(relay->relay->stats().connections_rejected, 1u);
 
   held.pop_back();  // closing one makes room
@@ -473,9 +510,8 @@ TEST(RelayTest, StopWithConnectionsOpenClosesEverything) {
     TempDir dir;
     // A broker that never reads: the relay's pipes and the sockets' buffers fill up.
     auto broker = StartBroker(TargetKind::kUnix, dir.path(), [](int fd) {
-      char c;
-      while (::recv(fd, &c, 1, MSG_PEEK) > 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      pollfd p{fd, POLLRDHUP, 0};
+      while (::poll(&p, 1, -1) >= 0 && !(p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
       }
     });
     ASSERT_OK(broker);
@@ -499,7 +535,9 @@ TEST(RelayTest, StopWithConnectionsOpenClosesEverything) {
     EXPECT_EQ(relay->relay->stats().active_connections, 0u);
     for (auto& c : clients) {
       auto got = ReadToEof(c.get(), std::chrono::seconds(2));
-      if (!got.ok()) EXPECT_THAT(got, StatusHasMessage("Connection reset"));
+      if (!got.ok()) {
+        EXPECT_THAT(got, StatusHasMessage("Connection reset"));
+      }
     }
     // The listener is closed too: nothing answers any more.
     EXPECT_THAT(ConnectTo(relay->address), StatusHasMessage("Connection refused"));

@@ -72,7 +72,7 @@ int CountOpenFds() {
 }
 
 Result<UniqueFd> ConnectTo(const BrokerAddress& address) {
-  ASSIGN_OR_RETURN(SocketAddress sa, ResolveBrokerAddress(address));
+  ASSIGN_OR_RETURN(BrokerSocketAddress sa, ResolveBrokerAddress(address));
   UniqueFd fd(::socket(sa.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) return ErrnoError("socket", errno);
   if (::connect(fd.get(), sa.get(), sa.length) != 0) {
@@ -108,16 +108,16 @@ Result<std::string> ReadToEof(int fd, std::chrono::milliseconds timeout) {
   char buf[65536];
   for (;;) {
     if (!WaitFd(fd, POLLIN, deadline)) {
-      return UnavailableError(fmt::format("no EOF within {} ms ({} bytes read)", timeout.count(),
-                                          out.size()));
+      return UnavailableError(
+          fmt::format("no EOF within {} ms ({} bytes read)", timeout.count(), out.size()));
     }
-    ssize_t n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    ssize_t n = ::read(fd, buf, sizeof(buf));
     if (n > 0) {
       out.append(buf, static_cast<size_t>(n));
     } else if (n == 0) {
       return out;
     } else if (errno != EAGAIN && errno != EINTR) {
-      return ErrnoError(fmt::format("recv (after {} bytes)", out.size()), errno);
+      return ErrnoError(fmt::format("read (after {} bytes)", out.size()), errno);
     }
   }
 }
@@ -128,16 +128,16 @@ Result<std::string> ReadExactly(int fd, size_t want, std::chrono::milliseconds t
   std::vector<char> buf(65536);
   while (out.size() < want) {
     if (!WaitFd(fd, POLLIN, deadline)) {
-      return UnavailableError(fmt::format("read {} of {} bytes in {} ms", out.size(), want,
-                                          timeout.count()));
+      return UnavailableError(
+          fmt::format("read {} of {} bytes in {} ms", out.size(), want, timeout.count()));
     }
-    ssize_t n = ::recv(fd, buf.data(), std::min(buf.size(), want - out.size()), MSG_DONTWAIT);
+    ssize_t n = ::read(fd, buf.data(), std::min(buf.size(), want - out.size()));
     if (n > 0) {
       out.append(buf.data(), static_cast<size_t>(n));
     } else if (n == 0) {
       return UnavailableError(fmt::format("EOF after {} of {} bytes", out.size(), want));
     } else if (errno != EAGAIN && errno != EINTR) {
-      return ErrnoError(fmt::format("recv (after {} bytes)", out.size()), errno);
+      return ErrnoError(fmt::format("read (after {} bytes)", out.size()), errno);
     }
   }
   return out;
@@ -190,8 +190,8 @@ Status EchoExchange(int fd, uint64_t seed, size_t bytes, std::chrono::millisecon
           return InternalError(fmt::format("echo longer than sent: {} > {}", received + k, bytes));
         }
         if (!in_stream.Check(in_buf.data(), k)) {
-          return InternalError(fmt::format("echo differs within bytes {}..{}", received,
-                                           received + k));
+          return InternalError(
+              fmt::format("echo differs within bytes {}..{}", received, received + k));
         }
         received += k;
       } else if (r == 0) {

@@ -22,12 +22,20 @@ inline constexpr const char* kSandboxBrokerSocketPath = "/dev/.codespace-broker.
 //   - asks for SIGKILL when its parent dies (PR_SET_PDEATHSIG), resets the signal handlers and
 //     mask it inherited (codespace-init forwards SIGTERM to its command; this process must die of
 //     it), ignores SIGPIPE, raises its soft descriptor limit to the hard one;
-//   - listens on 127.0.0.1:port (required) and [::1]:port (best effort);
-//   - writes one byte to `ready_fd` and closes it once both listeners exist, so that the init
-//     starts the command only when the relay answers. On a setup failure it writes nothing,
-//     closes `ready_fd` (the init reads EOF), prints the reason to stderr and returns 1;
-//   - serves until killed (SIGTERM, SIGKILL) or its parent dies. It does not return otherwise.
-// `ready_fd` < 0: no readiness report.
+//   - closes every inherited descriptor but 0, 1, 2 and `ready_fd` (the init's status pipe, the
+//     run's other pipes: the relay must hold none of them open);
+//   - listens on 127.0.0.1:port (required) and [::1]:port (best effort). Port 0: a free port,
+//     chosen by the kernel;
+//   - reports on `ready_fd`, then closes it, so that the init starts the command only when the
+//     relay answers:
+//       ready:   the single byte 'R' — followed by the decimal port and '\n' when `port` was 0
+//                (so the init can announce it);
+//       failure: "error: <reason>\n" (also printed to stderr); then RunSandboxRelay returns 1.
+//     An init that reads EOF before any byte knows the relay died before it could say;
+//   - once ready, points 0, 1 and 2 at /dev/null (the run's output pipes must close when the
+//     run's own writers are done), and serves until killed (SIGTERM, SIGKILL) or its parent dies.
+//     It does not return then.
+// `ready_fd` < 0: no report.
 int RunSandboxRelay(uint16_t port, const std::string& socket_path, int ready_fd);
 
 }  // namespace codespace

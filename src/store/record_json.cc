@@ -144,6 +144,46 @@ Json NetworkReportToValue(const NetworkReport& r) {
   return value;
 }
 
+Json DigestToValue(const LogDigest& d) {
+  Json v = Json::object();
+  v["bytes"] = d.bytes;
+  v["sha256"] = d.sha256;
+  v["sealed"] = d.sealed;
+  return v;
+}
+
+Json LogsToValue(const LogDigest& out, const LogDigest& err) {
+  Json v = Json::object();
+  v["stdout"] = DigestToValue(out);
+  v["stderr"] = DigestToValue(err);
+  return v;
+}
+
+Result<LogDigest> DigestFromValue(const Json& value, std::string_view path) {
+  RETURN_IF_ERROR(CheckObject(value, path, {"bytes", "sha256", "sealed"}));
+  LogDigest d;
+  ASSIGN_OR_RETURN(int64_t bytes, RequiredInt64(value, path, "bytes"));
+  if (bytes < 0) return FieldError(Child(path, "bytes"), "must not be negative");
+  d.bytes = static_cast<uint64_t>(bytes);
+  ASSIGN_OR_RETURN(d.sha256, RequiredString(value, path, "sha256"));
+  ASSIGN_OR_RETURN(const Json* sealed, RequiredField(value, path, "sealed"));
+  if (!sealed->is_boolean()) return FieldError(Child(path, "sealed"), "must be a boolean");
+  d.sealed = sealed->get<bool>();
+  return d;
+}
+
+Result<std::pair<LogDigest, LogDigest>> LogsFromValue(const Json& value, std::string_view path) {
+  RETURN_IF_ERROR(CheckObject(value, path, {"stdout", "stderr"}));
+  std::pair<LogDigest, LogDigest> logs;
+  if (const Json* out = FindField(value, "stdout")) {
+    ASSIGN_OR_RETURN(logs.first, DigestFromValue(*out, Child(path, "stdout")));
+  }
+  if (const Json* err = FindField(value, "stderr")) {
+    ASSIGN_OR_RETURN(logs.second, DigestFromValue(*err, Child(path, "stderr")));
+  }
+  return logs;
+}
+
 Json RecordToValue(const RunRecord& record) {
   Json value = Json::object();
   value["id"] = record.id;
@@ -159,6 +199,7 @@ Json RecordToValue(const RunRecord& record) {
   value["started_ms"] = record.started_ms;
   value["ended_ms"] = record.ended_ms;
   value["network_report"] = NetworkReportToValue(record.network_report);
+  value["logs"] = LogsToValue(record.stdout_log, record.stderr_log);
   return value;
 }
 
@@ -218,7 +259,7 @@ Result<RunRecord> RecordFromValue(const Json& value) {
   RETURN_IF_ERROR(CheckObject(value, "",
                               {"id", "spec", "plan", "network", "namespace", "state", "exit_code",
                                "signal", "reason", "created_ms", "started_ms", "ended_ms",
-                               "network_report"}));
+                               "network_report", "logs"}));
   RunRecord record;
   ASSIGN_OR_RETURN(record.id, RequiredString(value, "", "id"));
   ASSIGN_OR_RETURN(const Json* spec, RequiredField(value, "", "spec"));
@@ -240,6 +281,10 @@ Result<RunRecord> RecordFromValue(const Json& value) {
   ASSIGN_OR_RETURN(record.ended_ms, RequiredInt64(value, "", "ended_ms"));
   ASSIGN_OR_RETURN(const Json* report, RequiredField(value, "", "network_report"));
   ASSIGN_OR_RETURN(record.network_report, NetworkReportFromValue(*report, "network_report"));
+  ASSIGN_OR_RETURN(const Json* logs, RequiredField(value, "", "logs"));
+  ASSIGN_OR_RETURN(auto both, LogsFromValue(*logs, "logs"));
+  record.stdout_log = both.first;
+  record.stderr_log = both.second;
   return record;
 }
 
@@ -297,6 +342,19 @@ Result<NetworkReport> NetworkReportFromJson(std::string_view json) {
   return ParseWith<NetworkReport>(json, "network report JSON", [](const Json& v) {
     return NetworkReportFromValue(v, "");
   });
+}
+
+}  // namespace codespace
+
+namespace codespace {
+
+std::string LogsToJson(const LogDigest& stdout_log, const LogDigest& stderr_log) {
+  return LogsToValue(stdout_log, stderr_log).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+Result<std::pair<LogDigest, LogDigest>> LogsFromJson(std::string_view json) {
+  return ParseWith<std::pair<LogDigest, LogDigest>>(
+      json, "logs JSON", [](const Json& v) { return LogsFromValue(v, ""); });
 }
 
 }  // namespace codespace

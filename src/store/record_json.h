@@ -15,7 +15,7 @@
 //   {"id": "...", "spec": {RunSpec}, "plan": "filtered", "network": "filtered",
 //    "namespace": "cs-...", "state": "exited", "exit_code": 0, "signal": null, "reason": "",
 //    "created_ms": 1700000000000, "started_ms": ..., "ended_ms": ...,
-//    "network_report": {NetworkReport}}
+//    "network_report": {NetworkReport}, "logs": {see LogsToJson}}
 // plan/network/state are PlanName/NetworkPostureName/RunStateName; exit_code and signal are null
 // when unset.
 //
@@ -46,6 +46,11 @@ std::string RunSpecToJson(const RunSpec& spec);
 //    "dropped_packets": 3}
 std::string NetworkReportToJson(const NetworkReport& report);
 [[nodiscard]] Result<NetworkReport> NetworkReportFromJson(std::string_view json);
+
+// A run's two log digests (stored beside the record; "{}" reads as both unsealed):
+//   {"stdout": {"bytes": 12, "sha256": "...", "sealed": true}, "stderr": {...}}
+std::string LogsToJson(const LogDigest& stdout_log, const LogDigest& stderr_log);
+[[nodiscard]] Result<std::pair<LogDigest, LogDigest>> LogsFromJson(std::string_view json);
 
 // `pretty`: indented by two spaces, for people; otherwise one line.
 std::string RunRecordToJson(const RunRecord& record, bool pretty = false);

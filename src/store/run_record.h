@@ -8,6 +8,7 @@
 
 #include "base/status.h"
 #include "plan/plan.h"
+#include "run/log_digest.h"
 #include "run/network_report.h"
 #include "run/run_spec.h"
 
@@ -33,6 +34,8 @@ struct RunRecord {
   // Why the run was refused, aborted, severed (FilterUnavailableReason) or cancelled.
   std::string reason;
   NetworkReport network_report;  // a filtered run's DNS admissions, refusals, dropped packets
+  LogDigest stdout_log;  // sealed: size and sha256 of the run's stdout file
+  LogDigest stderr_log;
   int64_t created_ms = 0;  // Unix epoch milliseconds; 0 = not yet
   int64_t started_ms = 0;
   int64_t ended_ms = 0;

@@ -57,6 +57,10 @@ ALTER TABLE runs ADD COLUMN network_report_json TEXT NOT NULL DEFAULT '{}';
     {3, R"sql(
 CREATE INDEX runs_by_namespace ON runs (namespace);
 )sql"},
+    // Sealed logs: {"stdout": {"bytes", "sha256", "sealed"}, "stderr": {...}}.
+    {4, R"sql(
+ALTER TABLE runs ADD COLUMN logs_json TEXT NOT NULL DEFAULT '{}';
+)sql"},
 };
 
 constexpr bool MigrationsAreInOrder() {
@@ -70,21 +74,21 @@ static_assert(MigrationsAreInOrder(), "kMigrations must be numbered 1, 2, 3, ...
 
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 
-// Column order shared by INSERT, UPDATE (?1..?13) and SELECT (columns 0..12).
+// Column order shared by INSERT, UPDATE (?1..?14) and SELECT (columns 0..13).
 constexpr char kColumns[] =
     "id, spec_json, plan, network, namespace, state, exit_code, signal, reason, created_ms, "
-    "started_ms, ended_ms, network_report_json";
+    "started_ms, ended_ms, network_report_json, logs_json";
 
 constexpr char kInsertSql[] =
     "INSERT INTO runs (id, spec_json, plan, network, namespace, state, exit_code, signal, reason, "
-    "created_ms, started_ms, ended_ms, network_report_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-    "?8, ?9, ?10, ?11, ?12, ?13)";
+    "created_ms, started_ms, ended_ms, network_report_json, logs_json) VALUES (?1, ?2, ?3, ?4, "
+    "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 
-// Compare-and-set: only a row still in the expected state (?14) is replaced.
+// Compare-and-set: only a row still in the expected state (?15) is replaced.
 constexpr char kUpdateSql[] =
     "UPDATE runs SET spec_json = ?2, plan = ?3, network = ?4, namespace = ?5, state = ?6, "
     "exit_code = ?7, signal = ?8, reason = ?9, created_ms = ?10, started_ms = ?11, "
-    "ended_ms = ?12, network_report_json = ?13 WHERE id = ?1 AND state = ?14";
+    "ended_ms = ?12, network_report_json = ?13, logs_json = ?14 WHERE id = ?1 AND state = ?15";
 
 Status BindOptionalInt(sqlite::Statement& stmt, int index, const std::optional<int>& value) {
   return value.has_value() ? stmt.BindInt64(index, *value) : stmt.BindNull(index);
@@ -105,6 +109,7 @@ Status BindRecord(sqlite::Statement& stmt, const RunRecord& record) {
   RETURN_IF_ERROR(stmt.BindInt64(11, record.started_ms));
   RETURN_IF_ERROR(stmt.BindInt64(12, record.ended_ms));
   RETURN_IF_ERROR(stmt.BindText(13, NetworkReportToJson(record.network_report)));
+  RETURN_IF_ERROR(stmt.BindText(14, LogsToJson(record.stdout_log, record.stderr_log)));
   return OkStatus();
 }
 
@@ -149,6 +154,9 @@ Result<RunRecord> RecordFromRow(const sqlite::Statement& row) {
   record.ended_ms = row.ColumnInt64(11);
   ASSIGN_OR_RETURN(record.network_report,
                    StoredValue(NetworkReportFromJson(row.ColumnText(12)), id, "network_report_json"));
+  ASSIGN_OR_RETURN(auto logs, StoredValue(LogsFromJson(row.ColumnText(13)), id, "logs_json"));
+  record.stdout_log = logs.first;
+  record.stderr_log = logs.second;
   return record;
 }
 
@@ -319,7 +327,7 @@ Status SqliteRunStore::Update(const RunRecord& updated, RunState expected) {
   {
     ASSIGN_OR_RETURN(sqlite::Statement stmt, sqlite::Statement::Prepare(db_.get(), kUpdateSql));
     RETURN_IF_ERROR(BindRecord(stmt, updated));
-    RETURN_IF_ERROR(stmt.BindText(14, RunStateName(expected)));
+    RETURN_IF_ERROR(stmt.BindText(15, RunStateName(expected)));
     RETURN_IF_ERROR(stmt.Step());
   }
   if (sqlite3_changes(db_.get()) == 0) {

@@ -3,7 +3,6 @@
 #include <chrono>
 
 #include "base/file_util.h"
-#include "sandbox/launcher.h"
 
 namespace codespace {
 
@@ -69,35 +68,6 @@ void ApplyOutcome(const RunOutcome& o, RunRecord* r) {
       r->reason = o.reason;
       break;
   }
-}
-
-Result<RunRecord> LocalProcessRunner::Execute(const RunRecord& queued, int stdout_fd,
-                                              int stderr_fd) {
-  RunRecord r = queued;
-  r.state = RunState::kRunning;
-  r.started_ms = NowMs();
-  RETURN_IF_ERROR(store_->Update(r, RunState::kQueued));
-
-  LaunchRequest req;
-  req.run_id = r.id;
-  req.spec = r.spec;
-  // The plan recorded at admission, not a new decision.
-  req.decision = PlanDecision{r.plan, facts_.confines, r.reason};
-  req.bwrap_path = facts_.bwrap_path;
-  req.init_path = config_.init_path;
-  req.hidden_dirs = config_.hidden_dirs;
-  req.namespace_name = r.namespace_name;
-  req.pool = config_.pool;
-  req.upstream_dns = config_.upstream_dns;
-  FdSink out(stdout_fd), err(stderr_fd);
-  req.stdout_sink = &out;
-  req.stderr_sink = &err;
-  RunOutcome outcome = LaunchAndWait(req);
-
-  ApplyOutcome(outcome, &r);
-  r.network_report = outcome.network_report;
-  RETURN_IF_ERROR(store_->Update(r, RunState::kRunning));
-  return r;
 }
 
 }  // namespace codespace

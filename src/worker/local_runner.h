@@ -1,8 +1,7 @@
-// LocalProcessRunner: admission, record and launch of one run on this host, in one place.
+// LocalProcessRunner: admission of runs on this host into records.
 //
-// It holds the host facts probed at start and hands the same value to admission and launch, so
-// the plan a run was admitted with is the plan it is launched with (HostFiltersAllowlist is read
-// once, here). Every state change is written to the store before the next step is taken.
+// It holds the host facts probed at start: admission reads HostFiltersAllowlist from them once,
+// and the plan it records is the plan the run's supervisor launches (it never decides again).
 #pragma once
 
 #include <string>
@@ -42,9 +41,6 @@ class LocalProcessRunner {
   // Admits and records a new run: queued when admitted, refused (with the reason) when not.
   [[nodiscard]] Result<RunRecord> Create(const RunSpec& spec);
 
-  // Launches a queued run in the foreground, records running and then how it ended, and
-  // returns the final record. Output goes to the given descriptors.
-  [[nodiscard]] Result<RunRecord> Execute(const RunRecord& queued, int stdout_fd, int stderr_fd);
 
  private:
   HostFacts facts_;

@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "base/file_util.h"
 #include "harness/fake_internet.h"
 #include "lanes/lane_test_util.h"
 
@@ -156,8 +157,14 @@ TEST_F(FilteredEgressTest, TheOtherResolverAddressedDirectlyIsUnreachable) {
 TEST_F(FilteredEgressTest, NameNotOnTheListIsRefusedByTheGate) {
   CliResult r = Probe({"no-resolve", kDeniedName});
   EXPECT_EQ(r.code(), 0) << Describe(r);
-  EXPECT_THAT(r.output, HasSubstr("DNS gate refused \"denied.test\""));
-  EXPECT_THAT(Record()["network_report"]["dns_refused"].dump(), HasSubstr("denied.test"));
+  auto rec = Record();
+  EXPECT_THAT(rec["network_report"]["dns_refused"].dump(), HasSubstr("denied.test"));
+  // Logged with the run id, in the run's own supervisor log.
+  auto log = ReadFileToString(install_.state_dir() + "/runs/" + rec["id"].get<std::string>() +
+                              "/supervisor.log");
+  ASSERT_TRUE(log.ok());
+  EXPECT_THAT(*log, HasSubstr("run " + rec["id"].get<std::string>() +
+                              ": DNS gate refused \"denied.test\""));
   // The upstream never saw it.
   EXPECT_THAT(net_->NamesQueriedAt(kDnsServerV4), ::testing::Not(Contains(kDeniedName)));
 }

@@ -1,0 +1,124 @@
+#include "supervisor/run_dir.h"
+
+#include <signal.h>
+
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/file_util.h"
+#include "store/record_json.h"
+
+namespace codespace {
+
+RunDir RunDirFor(const std::string& state_dir, const std::string& run_id) {
+  return RunDir{fmt::format("{}/runs/{}", state_dir, run_id)};
+}
+
+Result<ProcessIdentity> IdentityOf(pid_t pid) {
+  ASSIGN_OR_RETURN(std::string stat, ReadFileToString(fmt::format("/proc/{}/stat", pid)));
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return InternalError(fmt::format("/proc/{}/stat: unreadable", pid));
+  std::istringstream rest(stat.substr(close + 2));
+  std::string field;
+  // Fields after the command: state(3) ... starttime(22).
+  for (int i = 3; i < 22 && rest >> field; ++i) {
+  }
+  uint64_t start = 0;
+  if (!(rest >> start)) return InternalError(fmt::format("/proc/{}/stat: no start time", pid));
+  return ProcessIdentity{pid, start};
+}
+
+bool IsAlive(const ProcessIdentity& id) {
+  if (id.pid <= 0) return false;
+  auto now = IdentityOf(id.pid);
+  if (!now.ok() || now->start_time != id.start_time) return false;
+  // A zombie is not alive: it only waits to be reaped.
+  auto stat = ReadFileToString(fmt::format("/proc/{}/stat", id.pid));
+  if (!stat.ok()) return false;
+  size_t close = stat->rfind(')');
+  return close == std::string::npos || close + 2 >= stat->size() || (*stat)[close + 2] != 'Z';
+}
+
+Status WriteIdentity(const std::string& path, const ProcessIdentity& id) {
+  return WriteFileAtomically(path, fmt::format("{} {}\n", id.pid, id.start_time), 0644);
+}
+
+Result<ProcessIdentity> ReadIdentity(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  std::istringstream in(text);
+  ProcessIdentity id;
+  if (!(in >> id.pid >> id.start_time)) return InternalError(fmt::format("{}: malformed", path));
+  return id;
+}
+
+namespace {
+using Json = nlohmann::json;
+
+std::string KindName(RunOutcome::Kind k) {
+  switch (k) {
+    case RunOutcome::Kind::kExited: return "exited";
+    case RunOutcome::Kind::kSignaled: return "signaled";
+    case RunOutcome::Kind::kTimedOut: return "timed-out";
+    case RunOutcome::Kind::kCancelled: return "cancelled";
+    case RunOutcome::Kind::kNotFound: return "not-found";
+    case RunOutcome::Kind::kCannotInvoke: return "cannot-invoke";
+    case RunOutcome::Kind::kAborted: return "aborted";
+  }
+  return "aborted";
+}
+
+Result<RunOutcome::Kind> ParseKind(const std::string& s) {
+  for (auto k : {RunOutcome::Kind::kExited, RunOutcome::Kind::kSignaled, RunOutcome::Kind::kTimedOut,
+                 RunOutcome::Kind::kCancelled, RunOutcome::Kind::kNotFound,
+                 RunOutcome::Kind::kCannotInvoke, RunOutcome::Kind::kAborted}) {
+    if (KindName(k) == s) return k;
+  }
+  return InvalidArgumentError(fmt::format("unknown outcome \"{}\"", s));
+}
+}  // namespace
+
+Status WriteRunStatus(const RunDir& dir, const RunStatus& st) {
+  Json j = Json::object();
+  j["kind"] = KindName(st.outcome.kind);
+  j["exit_code"] = st.outcome.exit_code;
+  j["signal"] = st.outcome.signal;
+  j["reason"] = st.outcome.reason;
+  j["output_error"] = st.outcome.output_error;
+  j["network_report"] = Json::parse(NetworkReportToJson(st.outcome.network_report), nullptr, false);
+  j["logs"] = Json::parse(LogsToJson(st.stdout_log, st.stderr_log), nullptr, false);
+  j["supervisor_peak_rss_kb"] = st.supervisor_peak_rss_kb;
+  j["ended_ms"] = st.ended_ms;
+  return WriteFileAtomically(dir.status_path(),
+                             j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n", 0644);
+}
+
+Result<RunStatus> ReadRunStatus(const RunDir& dir) {
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(dir.status_path()));
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return InternalError(fmt::format("{}: not a status document", dir.status_path()));
+  }
+  RunStatus st;
+  try {
+    ASSIGN_OR_RETURN(st.outcome.kind, ParseKind(j.at("kind").get<std::string>()));
+    st.outcome.exit_code = j.at("exit_code").get<int>();
+    st.outcome.signal = j.at("signal").get<int>();
+    st.outcome.reason = j.at("reason").get<std::string>();
+    st.outcome.output_error = j.at("output_error").get<std::string>();
+    ASSIGN_OR_RETURN(st.outcome.network_report, NetworkReportFromJson(j.at("network_report").dump()));
+    ASSIGN_OR_RETURN(auto logs, LogsFromJson(j.at("logs").dump()));
+    st.stdout_log = logs.first;
+    st.stderr_log = logs.second;
+    st.supervisor_peak_rss_kb = j.at("supervisor_peak_rss_kb").get<uint64_t>();
+    st.ended_ms = j.at("ended_ms").get<int64_t>();
+  } catch (const std::exception& e) {
+    return InternalError(fmt::format("{}: {}", dir.status_path(), e.what()));
+  }
+  return st;
+}
+
+}  // namespace codespace

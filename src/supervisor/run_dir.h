@@ -1,0 +1,61 @@
+// A run's directory, <state dir>/runs/<id>/: what its supervisor leaves for whoever records it.
+//
+//   stdout, stderr   the command's output, sealed (fsynced, read-only) at the end
+//   supervisor       "<pid> <start time>": the supervisor's identity (a pid alone can be reused)
+//   sandbox          "<pid> <start time>": the process whose death ends the sandbox
+//   cancel           present: a cancel was requested
+//   status.json      how the run ended (RunStatus), written last and atomically: its presence
+//                    means the run is over and its logs are sealed
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "run/log_digest.h"
+#include "run/network_report.h"
+#include "sandbox/run_outcome.h"
+
+namespace codespace {
+
+struct RunDir {
+  std::string path;
+  std::string stdout_path() const { return path + "/stdout"; }
+  std::string stderr_path() const { return path + "/stderr"; }
+  std::string supervisor_path() const { return path + "/supervisor"; }
+  std::string sandbox_path() const { return path + "/sandbox"; }
+  std::string cancel_path() const { return path + "/cancel"; }
+  std::string status_path() const { return path + "/status.json"; }
+};
+
+RunDir RunDirFor(const std::string& state_dir, const std::string& run_id);
+
+// A process, named so that a reused pid is not mistaken for it.
+struct ProcessIdentity {
+  pid_t pid = -1;
+  uint64_t start_time = 0;  // /proc/<pid>/stat field 22, in clock ticks since boot
+  friend bool operator==(const ProcessIdentity&, const ProcessIdentity&) = default;
+};
+Result<ProcessIdentity> IdentityOf(pid_t pid);
+// True when `id` names a process that is alive now (same pid, same start time).
+bool IsAlive(const ProcessIdentity& id);
+Status WriteIdentity(const std::string& path, const ProcessIdentity& id);
+Result<ProcessIdentity> ReadIdentity(const std::string& path);
+
+// How a run ended, as its supervisor saw it.
+struct RunStatus {
+  RunOutcome outcome;
+  LogDigest stdout_log, stderr_log;
+  uint64_t supervisor_peak_rss_kb = 0;  // VmHWM of the supervisor: its memory stayed bounded
+  int64_t ended_ms = 0;
+};
+// Written atomically (write, fsync, rename, fsync the directory): a reader sees the whole
+// status or none, also after a crash.
+Status WriteRunStatus(const RunDir& dir, const RunStatus& status);
+// kNotFound while the run has not ended.
+Result<RunStatus> ReadRunStatus(const RunDir& dir);
+
+}  // namespace codespace

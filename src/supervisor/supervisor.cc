@@ -1,0 +1,199 @@
+#include "supervisor/supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "base/file_util.h"
+#include "sandbox/launcher.h"
+#include "store/sqlite_run_store.h"
+#include "supervisor/log_file.h"
+#include "worker/local_runner.h"
+
+namespace codespace {
+
+std::vector<std::string> SupervisorArgv(const std::string& bin, const SupervisorArgs& a) {
+  return {bin,
+          "__supervise",
+          "--state-dir",
+          a.state_dir,
+          "--run",
+          a.run_id,
+          "--confined",
+          a.confined ? "1" : "0",
+          "--bwrap",
+          a.bwrap_path.empty() ? "-" : a.bwrap_path,
+          "--init",
+          a.init_path,
+          "--drain-grace-ms",
+          std::to_string(a.drain_grace.count()),
+          "--stop-grace-ms",
+          std::to_string(a.stop_grace.count())};
+}
+
+Result<SupervisorArgs> ParseSupervisorArgs(const std::vector<std::string>& args) {
+  SupervisorArgs a;
+  for (size_t i = 0; i + 1 < args.size(); i += 2) {
+    const std::string& k = args[i];
+    const std::string& v = args[i + 1];
+    if (k == "--state-dir") a.state_dir = v;
+    else if (k == "--run") a.run_id = v;
+    else if (k == "--confined") a.confined = v == "1";
+    else if (k == "--bwrap") a.bwrap_path = v == "-" ? "" : v;
+    else if (k == "--init") a.init_path = v;
+    else if (k == "--drain-grace-ms") a.drain_grace = std::chrono::milliseconds(std::atoll(v.c_str()));
+    else if (k == "--stop-grace-ms") a.stop_grace = std::chrono::milliseconds(std::atoll(v.c_str()));
+    else return InvalidArgumentError(fmt::format("__supervise: unknown argument {}", k));
+  }
+  if (a.state_dir.empty() || !IsValidRunId(a.run_id)) {
+    return InvalidArgumentError("__supervise: --state-dir and a valid --run are required");
+  }
+  return a;
+}
+
+Result<ProcessIdentity> StartSupervisor(const std::string& bin, const SupervisorArgs& a) {
+  ASSIGN_OR_RETURN(Pipe ready, MakePipe());
+  SpawnOptions o;
+  o.argv = SupervisorArgv(bin, a);
+  o.new_session = true;
+  o.fds = {{ready.write.get(), 3}};
+  ASSIGN_OR_RETURN(ChildProcess intermediate, Spawn(o));
+  ready.write.reset();
+  // The intermediate forks the supervisor, reports its pid, and exits.
+  ASSIGN_OR_RETURN(std::string text, ReadAll(ready.read.get()));
+  ASSIGN_OR_RETURN(ExitStatus st, intermediate.Wait());
+  pid_t pid = static_cast<pid_t>(std::atoi(text.c_str()));
+  if (!st.success() || pid <= 0) {
+    return InternalError(fmt::format("supervisor for run {} did not start ({})", a.run_id,
+                                     st.ToString()));
+  }
+  return IdentityOf(pid);
+}
+
+namespace {
+
+int g_cancel_fd = -1;
+
+void OnCancelSignal(int) {
+  uint64_t one = 1;
+  ssize_t ignored = ::write(g_cancel_fd, &one, sizeof(one));
+  (void)ignored;
+}
+
+uint64_t PeakRssKb() {
+  auto text = ReadFileToString("/proc/self/status");
+  if (!text.ok()) return 0;
+  size_t at = text->find("VmHWM:");
+  return at == std::string::npos ? 0 : std::strtoull(text->c_str() + at + 6, nullptr, 10);
+}
+
+int Fail(const std::string& what) {
+  std::fprintf(stderr, "codespace supervisor: %s\n", what.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int SuperviseMain(const SupervisorArgs& a) {
+  // Detach: the caller's child forks the supervisor, tells the caller its pid on fd 3, exits.
+  pid_t pid = ::fork();
+  if (pid < 0) return Fail(fmt::format("fork: {}", ErrnoText(errno)));
+  if (pid > 0) {
+    std::string text = std::to_string(pid);
+    WriteAll(3, text).IgnoreError();
+    return 0;
+  }
+  ::close(3);
+  int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (devnull >= 0) {
+    ::dup2(devnull, 0);
+    ::close(devnull);
+  }
+  // The supervisor's own complaints go to a file beside the logs (its stderr is the caller's).
+  RunDir dir = RunDirFor(a.state_dir, a.run_id);
+  if (Status s = MakeDirs(dir.path, 0750); !s.ok()) return Fail(s.message());
+  int own_log = ::open((dir.path + "/supervisor.log").c_str(),
+                       O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (own_log >= 0) {
+    ::dup2(own_log, 1);
+    ::dup2(own_log, 2);
+    ::close(own_log);
+  }
+  auto me = IdentityOf(::getpid());
+  if (!me.ok()) return Fail(me.status().message());
+  if (Status s = WriteIdentity(dir.supervisor_path(), *me); !s.ok()) return Fail(s.message());
+
+  auto store = SqliteRunStore::Open(a.state_dir + "/codespace.db");
+  if (!store.ok()) return Fail(store.status().message());
+  auto record = (*store)->Get(a.run_id);
+  if (!record.ok()) return Fail(record.status().message());
+  if (record->state != RunState::kRunning) {
+    return Fail(fmt::format("run {} is {}, not running", a.run_id, RunStateName(record->state)));
+  }
+  store->reset();  // not needed again: the watcher writes the record
+
+  UniqueFd cancel(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  g_cancel_fd = cancel.get();
+  struct sigaction sa {};
+  sa.sa_handler = OnCancelSignal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGHUP, SIG_IGN);
+  // A cancel asked before this process could hear it.
+  if (::access(dir.cancel_path().c_str(), F_OK) == 0) OnCancelSignal(SIGTERM);
+
+  auto out = FileLogSink::Create(dir.stdout_path());
+  auto err = FileLogSink::Create(dir.stderr_path());
+  if (!out.ok() || !err.ok()) return Fail((!out.ok() ? out : err).status().message());
+
+  auto cfg = RunnerConfigFromEnvironment(RunnerConfig{});
+  LaunchRequest req;
+  req.run_id = record->id;
+  req.spec = record->spec;
+  // The plan recorded at admission: a supervisor never decides again.
+  req.decision = PlanDecision{record->plan, a.confined, record->reason};
+  req.bwrap_path = a.bwrap_path;
+  req.init_path = a.init_path;
+  req.hidden_dirs = {a.state_dir};
+  req.namespace_name = record->namespace_name;
+  if (cfg.ok()) {
+    req.pool = cfg->pool;
+    req.upstream_dns = cfg->upstream_dns;
+  }
+  req.stdout_sink = out->get();
+  req.stderr_sink = err->get();
+  req.cancel_fd = cancel.get();
+  req.drain_grace = a.drain_grace;
+  req.stop_grace = a.stop_grace;
+  req.on_started = [&](pid_t sandbox) {
+    if (auto id = IdentityOf(sandbox); id.ok()) WriteIdentity(dir.sandbox_path(), *id).IgnoreError();
+  };
+  RunStatus status;
+  status.outcome = LaunchAndWait(req);
+
+  // Every writer has closed (or was killed): now the logs can be sealed.
+  auto so = (*out)->Seal();
+  auto se = (*err)->Seal();
+  if (so.ok()) status.stdout_log = *so;
+  if (se.ok()) status.stderr_log = *se;
+  if (!so.ok() || !se.ok()) {
+    std::string why = (!so.ok() ? so : se).status().message();
+    if (status.outcome.output_error.empty()) status.outcome.output_error = "seal: " + why;
+  }
+  status.supervisor_peak_rss_kb = PeakRssKb();
+  status.ended_ms = NowMs();
+  if (Status s = WriteRunStatus(dir, status); !s.ok()) return Fail(s.message());
+  return 0;
+}
+
+}  // namespace codespace

@@ -1,0 +1,40 @@
+// The supervisor of one run: a process of its own, in its own session, that outlives the worker
+// which started it. It owns the run's sandbox (and its namespace, DNS gate and relay), writes the
+// run's output to files in its run directory as it comes, seals them once every writer has
+// closed, writes how the run ended (status.json, atomically), tears the network down, and exits.
+// It never writes the record: whoever watches it (a worker, or `codespace run`) does, from
+// status.json — so a supervisor that dies leaves a run a successor can still judge.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "base/process.h"
+#include "supervisor/run_dir.h"
+
+namespace codespace {
+
+struct SupervisorArgs {
+  std::string state_dir;
+  std::string run_id;
+  bool confined = false;
+  std::string bwrap_path;
+  std::string init_path;
+  std::chrono::milliseconds drain_grace{5000};  // after the main process: background writers
+  std::chrono::milliseconds stop_grace{5000};   // cancel/timeout: SIGTERM → SIGKILL
+};
+
+// argv for `codespace __supervise ...` (the hidden subcommand that runs SuperviseMain).
+std::vector<std::string> SupervisorArgv(const std::string& codespace_binary, const SupervisorArgs& a);
+// Parses what SupervisorArgv wrote (argv after the subcommand name).
+Result<SupervisorArgs> ParseSupervisorArgs(const std::vector<std::string>& args);
+
+// Starts a supervisor detached from the caller (its own session; not the caller's child: an
+// intermediate process forks it and exits), and returns its identity once it is running.
+Result<ProcessIdentity> StartSupervisor(const std::string& codespace_binary, const SupervisorArgs& a);
+
+// The body of `codespace __supervise`: returns the process exit code.
+int SuperviseMain(const SupervisorArgs& args);
+
+}  // namespace codespace

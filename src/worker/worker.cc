@@ -1,0 +1,221 @@
+#include "worker/worker.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "base/file_util.h"
+#include "net/filtered_netns.h"
+#include "worker/local_runner.h"
+#include "worker/namespace_sweep.h"
+
+namespace codespace {
+
+namespace {
+
+SupervisorArgs ArgsFor(const WorkerConfig& c, const HostFacts& facts, const std::string& id) {
+  SupervisorArgs a;
+  a.state_dir = c.state_dir;
+  a.run_id = id;
+  a.confined = facts.confines;
+  a.bwrap_path = facts.bwrap_path;
+  a.init_path = c.init_path;
+  a.drain_grace = c.drain_grace;
+  a.stop_grace = c.stop_grace;
+  return a;
+}
+
+void Log(const std::string& line) { std::fprintf(stderr, "codespace worker: %s\n", line.c_str()); }
+
+// Kills what a dead supervisor left of its sandbox: the process whose death ends it (the pid
+// namespace's init when confined; codespace-init, a session leader, when not — its group too).
+void KillSandboxLeftovers(const RunDir& dir) {
+  auto id = ReadIdentity(dir.sandbox_path());
+  if (!id.ok() || !IsAlive(*id)) return;
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, id->pid, 0));
+  if (pidfd < 0) return;
+  if (IsAlive(*id)) {  // checked again now that the pidfd pins it
+    ::kill(-id->pid, SIGKILL);
+    ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+    pollfd gone{pidfd, POLLIN, 0};
+    ::poll(&gone, 1, 5000);
+  }
+  ::close(pidfd);
+}
+
+}  // namespace
+
+Result<ProcessIdentity> StartSupervisorFor(const WorkerConfig& c, const HostFacts& facts,
+                                           const std::string& run_id) {
+  return StartSupervisor(c.codespace_binary, ArgsFor(c, facts, run_id));
+}
+
+Result<RunRecord> ClaimAndStart(RunStore& store, const WorkerConfig& c, const HostFacts& facts,
+                                const RunRecord& queued, ProcessIdentity* supervisor) {
+  RunRecord r = queued;
+  r.state = RunState::kRunning;
+  r.started_ms = NowMs();
+  RETURN_IF_ERROR(store.Update(r, RunState::kQueued));
+  auto sup = StartSupervisorFor(c, facts, r.id);
+  if (!sup.ok()) {
+    RunRecord failed = r;
+    failed.state = RunState::kAborted;
+    failed.reason = "supervisor did not start: " + sup.status().message();
+    failed.ended_ms = NowMs();
+    store.Update(failed, RunState::kRunning).IgnoreError();
+    return sup.status();
+  }
+  if (supervisor) *supervisor = *sup;
+  return r;
+}
+
+Result<RunCheck> CheckRun(RunStore& store, const WorkerConfig& c, const HostFacts& facts,
+                          const RunRecord& running) {
+  RunDir dir = RunDirFor(c.state_dir, running.id);
+  auto status = ReadRunStatus(dir);
+  RunRecord r = running;
+  if (status.ok()) {
+    ApplyOutcome(status->outcome, &r);
+    r.network_report = status->outcome.network_report;
+    r.stdout_log = status->stdout_log;
+    r.stderr_log = status->stderr_log;
+    if (!status->outcome.output_error.empty()) {
+      r.reason = r.reason.empty() ? status->outcome.output_error
+                                  : r.reason + "; " + status->outcome.output_error;
+    }
+    if (status->ended_ms) r.ended_ms = status->ended_ms;
+    Status s = store.Update(r, RunState::kRunning);
+    // Another watcher (the foreground `run`, or a second worker) recorded it first: fine.
+    if (!s.ok() && s.code() != StatusCode::kAborted) return s;
+    return RunCheck::kRecorded;
+  }
+  if (status.status().code() != StatusCode::kNotFound) return status.status();
+  auto sup = ReadIdentity(dir.supervisor_path());
+  if (!sup.ok()) return RunCheck::kNeverStarted;
+  if (IsAlive(*sup)) return RunCheck::kStillRunning;
+  // The supervisor died without a word: the run is lost. Status may have landed in between.
+  if (ReadRunStatus(dir).ok()) return CheckRun(store, c, facts, running);
+  KillSandboxLeftovers(dir);
+  std::string torn;
+  if (!r.namespace_name.empty() && facts.tools()) {
+    Status s = FilteredEgressNetns::TearDownNamespaceByName(r.namespace_name);
+    torn = s.ok() ? ", its namespace torn down" : ", namespace teardown: " + s.message();
+  }
+  r.state = RunState::kLost;
+  r.ended_ms = NowMs();
+  r.reason = fmt::format("its supervisor (pid {}) died without reporting; what was left of the "
+                         "sandbox was killed{}",
+                         sup->pid, torn);
+  Status s = store.Update(r, RunState::kRunning);
+  if (!s.ok() && s.code() != StatusCode::kAborted) return s;
+  return RunCheck::kRecorded;
+}
+
+Status RequestCancel(RunStore& store, const std::string& state_dir, const std::string& run_id) {
+  ASSIGN_OR_RETURN(RunRecord r, store.Get(run_id));
+  if (r.state == RunState::kQueued) {
+    RunRecord c = r;
+    c.state = RunState::kCancelled;
+    c.reason = "cancelled on request before it started";
+    c.ended_ms = NowMs();
+    Status s = store.Update(c, RunState::kQueued);
+    if (s.ok()) return OkStatus();
+    if (s.code() != StatusCode::kAborted) return s;
+    ASSIGN_OR_RETURN(r, store.Get(run_id));  // claimed meanwhile: cancel it running
+  }
+  if (r.state != RunState::kRunning) {
+    return FailedPreconditionError(fmt::format("run {} is {}: nothing to cancel", run_id,
+                                               RunStateName(r.state)));
+  }
+  RunDir dir = RunDirFor(state_dir, run_id);
+  RETURN_IF_ERROR(MakeDirs(dir.path, 0750));
+  RETURN_IF_ERROR(WriteFileAtomically(dir.cancel_path(), "cancel\n", 0644));
+  auto sup = ReadIdentity(dir.supervisor_path());
+  if (sup.ok() && IsAlive(*sup)) {
+    int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, sup->pid, 0));
+    if (pidfd >= 0) {
+      if (IsAlive(*sup)) ::syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, nullptr, 0);
+      ::close(pidfd);
+    }
+  }
+  // A supervisor not yet started finds the cancel file when it does.
+  return OkStatus();
+}
+
+Status RunWorker(RunStore& store, const WorkerConfig& c, const HostFacts& facts,
+                 const std::atomic<bool>& stop) {
+  SweepResult swept = SweepFinishedRunNamespaces(store, facts);
+  for (const auto& e : swept.errors) Log("sweep: " + e);
+  // Supervisors being watched: run id → pidfd.
+  std::map<std::string, UniqueFd> watched;
+  auto watch = [&](const std::string& id, const ProcessIdentity& sup) {
+    UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_open, sup.pid, 0)));
+    if (fd && IsAlive(sup)) watched[id] = std::move(fd);
+  };
+  auto check = [&](const RunRecord& r) {
+    auto res = CheckRun(store, c, facts, r);
+    if (!res.ok()) {
+      Log(fmt::format("run {}: {}", r.id, res.status().message()));
+      return;
+    }
+    if (*res == RunCheck::kNeverStarted) {
+      auto sup = StartSupervisorFor(c, facts, r.id);
+      if (sup.ok()) watch(r.id, *sup);
+      else Log(fmt::format("run {}: {}", r.id, sup.status().message()));
+    } else if (*res == RunCheck::kStillRunning) {
+      auto sup = ReadIdentity(RunDirFor(c.state_dir, r.id).supervisor_path());
+      if (sup.ok()) watch(r.id, *sup);
+    } else {
+      Log(fmt::format("run {} recorded", r.id));
+    }
+  };
+  // Re-bind: every run in flight, as the store and run directories say.
+  RunListOptions inflight;
+  inflight.state = RunState::kRunning;
+  inflight.limit = 100000;
+  if (auto running = store.List(inflight); running.ok()) {
+    for (const auto& r : *running) check(r);
+  }
+  while (!stop.load()) {
+    RunListOptions q;
+    q.state = RunState::kQueued;
+    q.limit = 64;
+    if (auto queued = store.List(q); queued.ok()) {
+      // Oldest first.
+      for (auto it = queued->rbegin(); it != queued->rend() && !stop.load(); ++it) {
+        ProcessIdentity sup;
+        auto started = ClaimAndStart(store, c, facts, *it, &sup);
+        if (started.ok()) {
+          Log(fmt::format("run {} started (supervisor {})", it->id, sup.pid));
+          watch(it->id, sup);
+        } else if (started.status().code() != StatusCode::kAborted) {
+          Log(fmt::format("run {}: {}", it->id, started.status().message()));
+        }
+      }
+    }
+    // Wait for a supervisor to end, or the next poll.
+    std::vector<pollfd> fds;
+    std::vector<std::string> ids;
+    for (auto& [id, fd] : watched) {
+      fds.push_back({fd.get(), POLLIN, 0});
+      ids.push_back(id);
+    }
+    int rc = ::poll(fds.data(), fds.size(), static_cast<int>(c.poll_interval.count()));
+    if (rc < 0 && errno != EINTR) return ErrnoError("poll(supervisors)", errno);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & POLLIN)) continue;
+      watched.erase(ids[i]);
+      if (auto r = store.Get(ids[i]); r.ok() && r->state == RunState::kRunning) check(*r);
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace codespace

@@ -1,0 +1,59 @@
+// The worker side of durable runs: claiming a queued run and starting its supervisor, watching
+// supervisors (also ones a previous worker started), and turning a finished supervisor's
+// status.json into the run's record. `codespace worker` loops over these; `codespace run` uses
+// the same functions for one run in the foreground.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "posture/host_facts.h"
+#include "store/run_store.h"
+#include "supervisor/run_dir.h"
+#include "supervisor/supervisor.h"
+
+namespace codespace {
+
+struct WorkerConfig {
+  std::string state_dir;
+  std::string codespace_binary;  // this binary, for `__supervise`
+  std::string init_path;
+  std::chrono::milliseconds drain_grace{5000};
+  std::chrono::milliseconds stop_grace{5000};
+  std::chrono::milliseconds poll_interval{100};
+};
+
+// queued → running (compare-and-set: a run is claimed once, by one worker), then its supervisor
+// is started. The record it returns is the running one.
+Result<RunRecord> ClaimAndStart(RunStore& store, const WorkerConfig& config, const HostFacts& facts,
+                                const RunRecord& queued, ProcessIdentity* supervisor);
+
+// Starts the supervisor of a run that is already `running` (claimed, but its supervisor never
+// started: the worker died in between).
+Result<ProcessIdentity> StartSupervisorFor(const WorkerConfig& config, const HostFacts& facts,
+                                           const std::string& run_id);
+
+enum class RunCheck {
+  kRecorded,      // it ended: its record now says how
+  kStillRunning,  // its supervisor is alive
+  kNeverStarted,  // claimed, but no supervisor ever ran for it: start one
+};
+// Looks at a running run's directory: status.json → recorded; supervisor alive → still running;
+// no supervisor identity → never started; supervisor dead without status → recorded `lost`
+// (what is left of its sandbox killed, its namespace torn down by name — keyed on tools).
+Result<RunCheck> CheckRun(RunStore& store, const WorkerConfig& config, const HostFacts& facts,
+                          const RunRecord& running);
+
+// Asks a run to stop: queued → cancelled at once; running → a `cancel` file and SIGTERM to its
+// supervisor (which stops the sandbox: SIGTERM, grace, SIGKILL).
+Status RequestCancel(RunStore& store, const std::string& state_dir, const std::string& run_id);
+
+// `codespace worker`: probes done by the caller; sweeps, re-binds, then claims and watches until
+// `stop` is set.
+Status RunWorker(RunStore& store, const WorkerConfig& config, const HostFacts& facts,
+                 const std::atomic<bool>& stop);
+
+}  // namespace codespace

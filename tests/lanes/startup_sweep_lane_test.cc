@@ -1,0 +1,167 @@
+// The start-up sweep (teardown by name) under the postures that tell its keys apart, with the real
+// binary as a root worker in the fake internet's worker host:
+//
+//  * it keys on the tools alone, never on CanFilter (SPEC, Supervision): a host that can no longer
+//    filter — here forwarding is off and /proc/sys is read-only, while ip, nft and root's
+//    namespace privilege are intact — must still remove what its finished runs left behind;
+//  * it touches finished runs only: a second worker start while a run of the same store is in
+//    flight leaves that run's network alone.
+//
+// Whatever the test's outcome, the named namespaces it makes are removed; veths and tables live in
+// the worker host and die with it.
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "harness/fake_internet.h"
+#include "lanes/lane_test_util.h"
+
+namespace codespace::lanes {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// /proc/sys bound read-only over itself in a mount namespace of the worker's own: ip_forward (0 in
+// the worker host) then neither reads 1 nor passes access(W_OK), so this host cannot filter. (An
+// over-mounted /proc also keeps bubblewrap from mounting a fresh one, so it does not confine
+// either; the sweep must not care.)
+const std::vector<std::string> kReadOnlyProcSys = {
+    "/usr/bin/unshare", "--mount", "--propagation", "slave", "--", "/bin/sh", "-c",
+    "mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys && exec \"$@\"",
+    "sh"};
+
+// Removes a named network namespace at scope exit, whether or not the code under test did.
+class NetnsCleanup {
+ public:
+  explicit NetnsCleanup(std::string name) : name_(std::move(name)) {}
+  ~NetnsCleanup() {
+    if (::access(("/run/netns/" + name_).c_str(), F_OK) == 0) {
+      (void)RunCommand({"ip", "netns", "del", name_});
+    }
+  }
+  NetnsCleanup(const NetnsCleanup&) = delete;
+  NetnsCleanup& operator=(const NetnsCleanup&) = delete;
+
+ private:
+  std::string name_;
+};
+
+class StartupSweepLaneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    REQUIRE_ROOT_FOR_LANES();
+    ASSERT_TRUE(install_.ok()) << install_.error();
+    auto net = FakeInternet::Create();
+    ASSERT_TRUE(net.ok()) << net.status().ToString();
+    net_ = std::move(*net);
+  }
+  // `codespace ARGS` as a root worker in the worker host, inside `staging` (an argv prefix).
+  CliResult Worker(const std::vector<std::string>& args,
+                   std::vector<std::string> staging = {}) {
+    return RunCodespaceAs(install_, 0, args, {{"CODESPACE_DNS_UPSTREAM", kDnsServerV4}},
+                          net_->WorkerHostArgv(std::move(staging), WorkerResolvConf::kHost));
+  }
+  std::vector<std::string> RunArgs(std::vector<std::string> flags,
+                                   const std::vector<std::string>& cmd) {
+    flags.insert(flags.begin(), {"run", "--workspace", install_.workspace()});
+    flags.push_back("--");
+    flags.insert(flags.end(), cmd.begin(), cmd.end());
+    return flags;
+  }
+  // What a worker killed mid-teardown leaves of run namespace `ns`: the named namespace, the
+  // worker side's veth and the worker's NAT table.
+  void LeaveBehind(const std::string& ns) {
+    const std::string id12 = ns.substr(3);
+    auto made = net_->RunInWorkerHost(
+        {"/bin/sh", "-c",
+         fmt::format("ip netns add {0} && ip link add cs{1}h type veth peer name cs{1}p && "
+                     "nft add table inet codespace_{1} && echo made",
+                     ns, id12)},
+        std::nullopt, WorkerResolvConf::kHost);
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+    ASSERT_THAT(made->output, HasSubstr("made"));
+  }
+  // Namespaces, links and nftables tables as the worker host sees them.
+  std::string WorkerHostState() {
+    auto left = net_->RunInWorkerHost({"/bin/sh", "-c", "ip netns list; ip -o link; nft list tables"},
+                                      std::nullopt, WorkerResolvConf::kHost);
+    return left.ok() ? left->output : "error: " + left.status().ToString();
+  }
+
+  StagedInstall install_{0};
+  std::unique_ptr<FakeInternet> net_;
+};
+
+TEST_F(StartupSweepLaneTest, HostThatCannotFilterStillSweepsFinishedRunsByName) {
+  ASSERT_TRUE(net_->SetWorkerHostForwarding(false).ok());
+  // The posture this test is about: the tools are there, CanFilter is not, because of forwarding.
+  CliResult posture = Worker({"posture"}, kReadOnlyProcSys);
+  ASSERT_EQ(posture.code(), 0) << Describe(posture);
+  ASSERT_THAT(posture.output, HasSubstr("tools=yes canFilter=no"));
+  ASSERT_THAT(posture.output, HasSubstr("filterUnavailable=\"IPv4 forwarding is off"));
+
+  // A finished filtered run of this store: unconfined with the tools, its setup aborts at
+  // forwarding (and removes what it made).
+  CliResult first = Worker(RunArgs({"--egress", "allowlist", "--allow", kAllowedV4}, {"/bin/true"}),
+                           kReadOnlyProcSys);
+  EXPECT_EQ(first.code(), 125) << Describe(first);
+  auto rec = LatestRecord(install_);
+  ASSERT_EQ(rec["state"], "aborted") << rec.dump();
+  ASSERT_THAT(rec["reason"].get<std::string>(), HasSubstr("enable forwarding"));
+  const std::string ns = rec["namespace"];
+  ASSERT_THAT(ns, ::testing::MatchesRegex("cs-[0-9a-f]{12}"));
+  NetnsCleanup cleanup(ns);
+  LeaveBehind(ns);
+
+  CliResult next = Worker(RunArgs({"--egress", "none"}, {"/bin/true"}), kReadOnlyProcSys);
+  EXPECT_EQ(next.code(), 0) << Describe(next);
+  EXPECT_THAT(next.output, HasSubstr("removed 1 leftover namespace(s) of finished runs"))
+      << "a host that cannot filter (but has the tools) did not sweep: " << Describe(next);
+  const std::string left = WorkerHostState();
+  EXPECT_THAT(left, Not(HasSubstr(ns)));
+  EXPECT_THAT(left, Not(HasSubstr("cs" + ns.substr(3) + "h")));
+  EXPECT_THAT(left, Not(HasSubstr("codespace_" + ns.substr(3))));
+}
+
+TEST_F(StartupSweepLaneTest, SweepLeavesARunInFlightAlone) {
+  ASSERT_TRUE(net_->SetWorkerHostForwarding(true).ok());
+  // A filtered run that is still running when a second worker starts on the same store.
+  auto in_flight = std::async(std::launch::async, [&] {
+    return Worker(RunArgs({"--egress", "allowlist", "--allow", kAllowedName},
+                          {"/bin/sh", "-c", "sleep 3; exec \"$0\" connect-name allowed.test 80",
+                           install_.probe()}));
+  });
+  // Wait for its namespace to exist: before that there is nothing for a sweep to get wrong.
+  std::string ns;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       std::chrono::steady_clock::now() < deadline;
+       std::this_thread::sleep_for(std::chrono::milliseconds(50))) {
+    auto rec = LatestRecord(install_);
+    if (rec.contains("state") && rec["state"] == "running" && rec["namespace"].is_string()) {
+      std::string name = rec["namespace"];
+      if (!name.empty() && ::access(("/run/netns/" + name).c_str(), F_OK) == 0) {
+        ns = name;
+        break;
+      }
+    }
+  }
+  ASSERT_FALSE(ns.empty()) << "the first run never reached its namespace";
+  NetnsCleanup cleanup(ns);
+
+  CliResult second = Worker(RunArgs({"--egress", "none"}, {"/bin/true"}));
+  EXPECT_EQ(second.code(), 0) << Describe(second);
+  EXPECT_THAT(second.output, Not(HasSubstr("leftover namespace"))) << Describe(second);
+  EXPECT_EQ(::access(("/run/netns/" + ns).c_str(), F_OK), 0)
+      << "the second worker's sweep removed the namespace of a run in flight";
+
+  CliResult first = in_flight.get();
+  EXPECT_EQ(first.code(), 0) << "the run in flight lost its network: " << Describe(first);
+}
+
+}  // namespace
+}  // namespace codespace::lanes

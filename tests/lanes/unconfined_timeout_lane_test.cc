@@ -1,0 +1,58 @@
+// An unconfined run has no pid namespace to die with: at its wall-clock timeout the worker must
+// find and kill the run's whole tree itself — background and double-forked descendants included,
+// which were reparented to the worker (it is their subreaper) when their parents died. The
+// confined case is RootLaneTest.TimeoutKillsTheWholeSandbox.
+#include <signal.h>
+
+#include <random>
+
+#include <fmt/format.h>
+
+#include "lanes/lane_test_util.h"
+
+namespace codespace::lanes {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+class UnconfinedTimeoutLaneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    REQUIRE_ROOT_FOR_LANES();
+    ASSERT_TRUE(install_.ok()) << install_.error();
+  }
+  void TearDown() override {
+    // A failing run leaves its sleeps behind: they are this test's, found by its unique marker.
+    if (!marker_.empty()) {
+      for (pid_t pid : ProcessesMatching(marker_)) ::kill(pid, SIGKILL);
+    }
+  }
+
+  StagedInstall install_{kUnprivilegedUid};
+  std::string marker_;
+};
+
+TEST_F(UnconfinedTimeoutLaneTest, TimeoutKillsTheWholeTreeWithoutAPidNamespace) {
+  // A unique sleep, short enough to end by itself should everything else fail.
+  std::random_device rd;
+  marker_ = fmt::format("59.{:09d}", rd() % 1000000000u);
+  // The background sleeps do not hold the run's output open: what must end them is the kill at
+  // the timeout, not the wait for the last writer (and a survivor cannot hang the lane).
+  CliResult r = RunCodespace(
+      install_,
+      {"run", "--workspace", install_.workspace(), "--egress", "open", "--timeout", "1", "--",
+       "/bin/sh", "-c",
+       fmt::format("sleep {0} >/dev/null 2>&1 & (sleep {0} >/dev/null 2>&1 &) ; sleep {0}",
+                   marker_)},
+      {{"CODESPACE_BWRAP_PATH", "/nonexistent/bwrap"}});
+  EXPECT_THAT(r.output, HasSubstr("confines=no")) << Describe(r);
+  auto rec = LatestRecord(install_);
+  EXPECT_EQ(rec["state"], "cancelled") << rec.dump();
+  EXPECT_THAT(rec["reason"].get<std::string>(), HasSubstr("timeout"));
+  EXPECT_THAT(ProcessesMatching(marker_), IsEmpty())
+      << "a process of the unconfined run survived its timeout: " << Describe(r);
+}
+
+}  // namespace
+}  // namespace codespace::lanes
