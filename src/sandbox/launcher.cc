@@ -197,6 +197,11 @@ class Launch {
         timeout_ms = static_cast<int>(std::max<int64_t>(0, left));
       }
       if (child_exited_ && !killed_all_ && timeout_ms < 0) timeout_ms = 100;
+      // Unconfined, after the kill: a writer still open was reparented here late; look again.
+      if (killed_all_ && !r_.decision.confined && (out_.open() || err_.open())) {
+        KillChildren(-1);
+        timeout_ms = 100;
+      }
       pollfd fds[6] = {
           {child_exited_ ? -1 : child_.pidfd(), POLLIN, 0},
           {status_fd_.get(), POLLIN, 0},
@@ -310,9 +315,15 @@ class Launch {
       }
       child_.Signal(SIGKILL).IgnoreError();  // --die-with-parent takes anything left with it
     } else {
-      // codespace-init first (its descendants are then reparented here), then all of them.
-      child_.Signal(SIGKILL).IgnoreError();
-      KillChildren(child_.pid());
+      // codespace-init first, reaped, so that its descendants are reparented here (this process
+      // is a subreaper); then all of them, generation by generation.
+      if (!child_exited_) {
+        child_.Signal(SIGKILL).IgnoreError();
+        auto st = child_.Wait();
+        if (st.ok()) child_status_ = *st;
+        child_exited_ = true;
+      }
+      KillChildren(-1);
     }
   }
 
@@ -382,20 +393,17 @@ void KillChildren(pid_t spare) {
       char state = 0;
       int ppid = 0;
       if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2) continue;
-      if (ppid == self) kids.push_back(std::atoi(e->d_name));
+      pid_t pid = std::atoi(e->d_name);
+      if (ppid == self && pid != spare) kids.push_back(pid);
     }
     ::closedir(d);
-    bool any = false;
+    if (kids.empty()) return;
+    for (pid_t k : kids) ::kill(k, SIGKILL);
+    // Reap exactly those (never a child someone else waits for): their children are ours next.
     for (pid_t k : kids) {
-      if (k == spare) continue;
-      any = true;
-      ::kill(k, SIGKILL);
+      while (::waitpid(k, nullptr, __WALL) < 0 && errno == EINTR) {
+      }
     }
-    // Reap what died (only our direct children can be), so the next round sees the rest.
-    while (::waitpid(-1, nullptr, WNOHANG | __WALL) > 0) {
-    }
-    if (!any) return;
-    ::usleep(1000);
   }
 }
 

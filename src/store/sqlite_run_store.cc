@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+
+#include <unistd.h>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -193,7 +195,19 @@ Status Configure(sqlite3* db) {
   // The mode is persistent in the file; asking again is cheap. It can be refused (a file system
   // without shared memory), and then the answer is not "wal": fail rather than run slower and
   // with readers blocking writers.
-  ASSIGN_OR_RETURN(std::string mode, QueryText(db, "PRAGMA journal_mode=WAL"));
+  // Asking for WAL takes a lock that the busy handler does not always wait for (SQLite answers
+  // SQLITE_BUSY at once while another connection opens or recovers the WAL): read the mode first
+  // (already WAL: nothing to take), and retry the switch for a while.
+  ASSIGN_OR_RETURN(std::string mode, QueryText(db, "PRAGMA journal_mode"));
+  for (int attempt = 0; mode != "wal"; ++attempt) {
+    auto set = QueryText(db, "PRAGMA journal_mode=WAL");
+    if (set.ok()) {
+      mode = *set;
+      break;
+    }
+    if (attempt >= 100 || set.status().code() != StatusCode::kUnavailable) return set.status();
+    ::usleep(50000);
+  }
   if (mode != "wal") {
     return FailedPreconditionError(
         fmt::format("PRAGMA journal_mode=WAL: the database stayed in mode \"{}\"", mode));

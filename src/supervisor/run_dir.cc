@@ -1,6 +1,8 @@
 #include "supervisor/run_dir.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 
 #include <cerrno>
 #include <fstream>
@@ -16,6 +18,26 @@ namespace codespace {
 
 RunDir RunDirFor(const std::string& state_dir, const std::string& run_id) {
   return RunDir{fmt::format("{}/runs/{}", state_dir, run_id)};
+}
+
+Result<UniqueFd> TakeSupervisorLock(const RunDir& dir) {
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(dir.lock_path().c_str(), O_RDWR | O_CREAT, 0640));
+  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EWOULDBLOCK) {
+      return Status(StatusCode::kAlreadyExists,
+                    fmt::format("{}: held by another supervisor", dir.lock_path()));
+    }
+    return ErrnoError(fmt::format("flock({})", dir.lock_path()), errno);
+  }
+  return fd;
+}
+
+bool SupervisorLockHeld(const RunDir& dir) {
+  auto fd = OpenFile(dir.lock_path().c_str(), O_RDONLY);
+  if (!fd.ok()) return false;
+  if (::flock(fd->get(), LOCK_SH | LOCK_NB) == 0) return false;  // nobody holds it exclusively
+  return errno == EWOULDBLOCK;
 }
 
 Result<ProcessIdentity> IdentityOf(pid_t pid) {

@@ -1,6 +1,9 @@
 // A run's directory, <state dir>/runs/<id>/: what its supervisor leaves for whoever records it.
 //
 //   stdout, stderr   the command's output, sealed (fsynced, read-only) at the end
+//   supervisor.lock  flock()ed by the run's one supervisor for its whole life: a second one
+//                    (two workers racing to start it) cannot take it and leaves; a free lock
+//                    means no supervisor is alive
 //   supervisor       "<pid> <start time>": the supervisor's identity (a pid alone can be reused)
 //   sandbox          "<pid> <start time>": the process whose death ends the sandbox
 //   cancel           present: a cancel was requested
@@ -15,6 +18,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "run/log_digest.h"
 #include "run/network_report.h"
 #include "sandbox/run_outcome.h"
@@ -29,7 +33,14 @@ struct RunDir {
   std::string sandbox_path() const { return path + "/sandbox"; }
   std::string cancel_path() const { return path + "/cancel"; }
   std::string status_path() const { return path + "/status.json"; }
+  std::string lock_path() const { return path + "/supervisor.lock"; }
 };
+
+// Takes the run's supervisor lock without waiting: kAlreadyExists when another process holds
+// it. The lock lasts as long as the returned descriptor.
+Result<UniqueFd> TakeSupervisorLock(const RunDir& dir);
+// Whether some process holds the run's supervisor lock now.
+bool SupervisorLockHeld(const RunDir& dir);
 
 RunDir RunDirFor(const std::string& state_dir, const std::string& run_id);
 

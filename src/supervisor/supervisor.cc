@@ -127,6 +127,14 @@ int SuperviseMain(const SupervisorArgs& a) {
     ::dup2(own_log, 2);
     ::close(own_log);
   }
+  // One supervisor per run, ever at once: a second (two workers racing) leaves here, having
+  // done nothing.
+  auto lock = TakeSupervisorLock(dir);
+  if (!lock.ok()) {
+    if (lock.status().code() == StatusCode::kAlreadyExists) return 0;
+    return Fail(lock.status().message());
+  }
+  if (::access(dir.status_path().c_str(), F_OK) == 0) return 0;  // it ran and ended already
   auto me = IdentityOf(::getpid());
   if (!me.ok()) return Fail(me.status().message());
   if (Status s = WriteIdentity(dir.supervisor_path(), *me); !s.ok()) return Fail(s.message());
@@ -192,8 +200,24 @@ int SuperviseMain(const SupervisorArgs& a) {
   }
   status.supervisor_peak_rss_kb = PeakRssKb();
   status.ended_ms = NowMs();
-  if (Status s = WriteRunStatus(dir, status); !s.ok()) return Fail(s.message());
-  return 0;
+  Status written = WriteRunStatus(dir, status);
+  if (written.ok()) return 0;
+  // The run directory's disk is full (or gone): the outcome goes into the record itself, so
+  // the run is not judged lost for want of a file.
+  auto again = SqliteRunStore::Open(a.state_dir + "/codespace.db");
+  if (!again.ok()) return Fail(written.message() + "; and " + again.status().message());
+  RunRecord r = *record;
+  ApplyOutcome(status.outcome, &r);
+  r.network_report = status.outcome.network_report;
+  r.stdout_log = status.stdout_log;
+  r.stderr_log = status.stderr_log;
+  std::string why = status.outcome.output_error.empty()
+                        ? "status: " + written.message()
+                        : status.outcome.output_error + "; status: " + written.message();
+  r.reason = r.reason.empty() ? why : r.reason + "; " + why;
+  r.ended_ms = status.ended_ms;
+  Status s = (*again)->Update(r, RunState::kRunning);
+  return s.ok() ? 0 : Fail(s.message());
 }
 
 }  // namespace codespace

@@ -97,11 +97,16 @@ Result<RunCheck> CheckRun(RunStore& store, const WorkerConfig& c, const HostFact
     return RunCheck::kRecorded;
   }
   if (status.status().code() != StatusCode::kNotFound) return status.status();
+  // The lock, not the pid, says whether a supervisor is alive (it is taken before anything).
+  if (SupervisorLockHeld(dir)) return RunCheck::kStillRunning;
   auto sup = ReadIdentity(dir.supervisor_path());
   if (!sup.ok()) return RunCheck::kNeverStarted;
-  if (IsAlive(*sup)) return RunCheck::kStillRunning;
-  // The supervisor died without a word: the run is lost. Status may have landed in between.
+  // The supervisor died without a word: the run is lost. Status may have landed in between,
+  // or the supervisor may have recorded the run itself (its disk was full).
   if (ReadRunStatus(dir).ok()) return CheckRun(store, c, facts, running);
+  if (auto now = store.Get(running.id); now.ok() && now->state != RunState::kRunning) {
+    return RunCheck::kRecorded;
+  }
   KillSandboxLeftovers(dir);
   std::string torn;
   if (!r.namespace_name.empty() && facts.tools()) {
@@ -153,8 +158,9 @@ Status RunWorker(RunStore& store, const WorkerConfig& c, const HostFacts& facts,
                  const std::atomic<bool>& stop) {
   SweepResult swept = SweepFinishedRunNamespaces(store, facts);
   for (const auto& e : swept.errors) Log("sweep: " + e);
-  // Supervisors being watched: run id → pidfd.
+  // Supervisors being watched: run id → pidfd; runs to look at again next round.
   std::map<std::string, UniqueFd> watched;
+  std::vector<std::string> recheck;
   auto watch = [&](const std::string& id, const ProcessIdentity& sup) {
     UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_open, sup.pid, 0)));
     if (fd && IsAlive(sup)) watched[id] = std::move(fd);
@@ -170,8 +176,10 @@ Status RunWorker(RunStore& store, const WorkerConfig& c, const HostFacts& facts,
       if (sup.ok()) watch(r.id, *sup);
       else Log(fmt::format("run {}: {}", r.id, sup.status().message()));
     } else if (*res == RunCheck::kStillRunning) {
+      // Its identity may not be written yet (it takes the lock first): look again shortly.
       auto sup = ReadIdentity(RunDirFor(c.state_dir, r.id).supervisor_path());
-      if (sup.ok()) watch(r.id, *sup);
+      if (sup.ok() && IsAlive(*sup)) watch(r.id, *sup);
+      else recheck.push_back(r.id);
     } else {
       Log(fmt::format("run {} recorded", r.id));
     }
@@ -184,6 +192,13 @@ Status RunWorker(RunStore& store, const WorkerConfig& c, const HostFacts& facts,
     for (const auto& r : *running) check(r);
   }
   while (!stop.load()) {
+    std::vector<std::string> again;
+    again.swap(recheck);
+    for (const auto& id : again) {
+      if (auto r = store.Get(id); r.ok() && r->state == RunState::kRunning && !watched.count(id)) {
+        check(*r);
+      }
+    }
     RunListOptions q;
     q.state = RunState::kQueued;
     q.limit = 64;

@@ -1,5 +1,7 @@
 #include "harness/netns_util.h"
 
+#include "net/netns.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -95,6 +97,9 @@ Status AddNamedNetns(const std::string& name) { return RunIp({"netns", "add", na
 Status DeleteNamedNetns(const std::string& name) {
   if (!NamedNetnsExists(name)) return OkStatus();
   RETURN_IF_ERROR(KillProcessesInNetns(name));
+  // As codespace's own removals do: never while a sandbox is binding the root (see
+  // NetnsMountLock), or its remount of this vanishing mount fails and the run is aborted.
+  ASSIGN_OR_RETURN(NetnsMountLock lock, NetnsMountLock::Exclusive());
   Status s = RunIp({"netns", "del", name});
   // Two harness processes may sweep the same stale namespace at once: gone is gone.
   if (!s.ok() && !NamedNetnsExists(name)) return OkStatus();

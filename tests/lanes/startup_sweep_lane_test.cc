@@ -1,22 +1,29 @@
-// The start-up sweep (teardown by name) under the postures that tell its keys apart, with the real
-// binary as a root worker in the fake internet's worker host:
+// Teardown by name under the postures that tell its keys apart, with the real binary as a root
+// worker in the fake internet's worker host:
 //
-//  * it keys on the tools alone, never on CanFilter (SPEC, Supervision): a host that can no longer
-//    filter — here forwarding is off and /proc/sys is read-only, while ip, nft and root's
-//    namespace privilege are intact — must still remove what its finished runs left behind;
+//  * the start-up sweep keys on the tools alone, never on CanFilter (SPEC, Supervision): a host
+//    that can no longer filter — here forwarding is off and /proc/sys is read-only, while ip, nft
+//    and root's namespace privilege are intact — must still remove what its finished runs left;
 //  * it touches finished runs only: a second worker start while a run of the same store is in
-//    flight leaves that run's network alone.
+//    flight leaves that run's network alone;
+//  * a run whose supervisor died (lost) has its namespace torn down by name by the worker that
+//    finds it, keyed on the tools too: here the worker restarts on a host that lost CanFilter
+//    while the run was in flight.
 //
 // Whatever the test's outcome, the named namespaces it makes are removed; veths and tables live in
 // the worker host and die with it.
+#include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "base/file_util.h"
 #include "harness/fake_internet.h"
 #include "lanes/lane_test_util.h"
 
@@ -161,6 +168,107 @@ TEST_F(StartupSweepLaneTest, SweepLeavesARunInFlightAlone) {
 
   CliResult first = in_flight.get();
   EXPECT_EQ(first.code(), 0) << "the run in flight lost its network: " << Describe(first);
+}
+
+class LostRunTeardownLaneTest : public StartupSweepLaneTest {
+ protected:
+  void TearDown() override {
+    StopWorker();
+    // Whatever a failed test left: supervisors (their argv names this state dir) and, with them
+    // (--die-with-parent), their sandboxes.
+    for (pid_t p : ProcessesMatching(install_.state_dir())) ::kill(p, SIGKILL);
+  }
+  // `codespace worker` in the worker host, inside `staging`, in the background.
+  void StartWorker(std::vector<std::string> staging = {}) {
+    StopWorker();
+    auto log = OpenFile((install_.root() + "/worker.log").c_str(),
+                        O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    staging.insert(staging.end(), {install_.codespace(), "-q", "worker"});
+    SpawnOptions o;
+    o.argv = net_->WorkerHostArgv(std::move(staging), WorkerResolvConf::kHost);
+    o.env = std::vector<std::string>{
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "CODESPACE_STATE_DIR=" + install_.state_dir(),
+        std::string("CODESPACE_DNS_UPSTREAM=") + kDnsServerV4};
+    o.fds = {{log->get(), 1}, {log->get(), 2}};
+    auto child = Spawn(o);
+    ASSERT_TRUE(child.ok()) << child.status().ToString();
+    worker_ = std::make_unique<ChildProcess>(std::move(*child));
+  }
+  void StopWorker() {
+    if (!worker_) return;
+    worker_->Signal(SIGKILL).IgnoreError();
+    worker_->Wait().status().IgnoreError();
+    worker_.reset();
+  }
+  nlohmann::json Show(const std::string& id) {
+    CliResult r = RunCodespace(install_, {"show", id, "--json"});
+    auto j = nlohmann::json::parse(r.output, nullptr, false);
+    return j.is_discarded() ? nlohmann::json{{"state", "?"}, {"error", r.output}} : j;
+  }
+  // Polls the record until `done(record)`; the last record either way.
+  nlohmann::json WaitFor(const std::string& id,
+                         const std::function<bool(const nlohmann::json&)>& done) {
+    nlohmann::json j;
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+         std::chrono::steady_clock::now() < until;
+         std::this_thread::sleep_for(std::chrono::milliseconds(50))) {
+      j = Show(id);
+      if (done(j)) return j;
+    }
+    ADD_FAILURE() << "run " << id << " did not get there in time: " << j.dump();
+    return j;
+  }
+  std::string WorkerLog() {
+    return ReadFileToString(install_.root() + "/worker.log").value_or("(no worker log)");
+  }
+
+  std::unique_ptr<ChildProcess> worker_;
+};
+
+TEST_F(LostRunTeardownLaneTest, LostRunIsTornDownByNameOnAHostThatNoLongerFilters) {
+  ASSERT_TRUE(net_->SetWorkerHostForwarding(true).ok());
+  StartWorker();
+  CliResult submitted = Worker({"-q", "submit", "--workspace", install_.workspace(), "--egress",
+                                "allowlist", "--allow", kAllowedName, "--", "/bin/sleep", "20"});
+  ASSERT_EQ(submitted.code(), 0) << Describe(submitted);
+  const std::string id = submitted.output.substr(0, submitted.output.find('\n'));
+  // Running, in its own namespace.
+  auto rec = WaitFor(id, [](const nlohmann::json& j) {
+    if (!j.contains("state") || j["state"] != "running" || !j["namespace"].is_string()) {
+      return false;
+    }
+    std::string ns = j["namespace"];
+    return !ns.empty() && ::access(("/run/netns/" + ns).c_str(), F_OK) == 0;
+  });
+  ASSERT_EQ(rec["state"], "running") << rec.dump() << "\n" << WorkerLog();
+  const std::string ns = rec["namespace"];
+  NetnsCleanup cleanup(ns);
+
+  // The worker and the run's supervisor die; the run's namespace, veth and table stay behind.
+  StopWorker();
+  auto sup = ReadFileToString(install_.state_dir() + "/runs/" + id + "/supervisor");
+  ASSERT_TRUE(sup.ok()) << sup.status().ToString();
+  const pid_t sup_pid = static_cast<pid_t>(std::atoi(sup->c_str()));
+  ASSERT_GT(sup_pid, 0);
+  ASSERT_EQ(::kill(sup_pid, SIGKILL), 0);
+  ASSERT_EQ(::access(("/run/netns/" + ns).c_str(), F_OK), 0);
+
+  // The host loses CanFilter (forwarding off, /proc/sys read-only), keeps the tools; the worker
+  // restarts there and finds the run lost.
+  ASSERT_TRUE(net_->SetWorkerHostForwarding(false).ok());
+  CliResult posture = Worker({"posture"}, kReadOnlyProcSys);
+  ASSERT_THAT(posture.output, HasSubstr("tools=yes canFilter=no")) << Describe(posture);
+  StartWorker(kReadOnlyProcSys);
+  rec = WaitFor(id, [](const nlohmann::json& j) { return j.contains("state") && j["state"] == "lost"; });
+  EXPECT_EQ(rec["state"], "lost") << rec.dump() << "\n" << WorkerLog();
+  EXPECT_THAT(rec["reason"].get<std::string>(), HasSubstr("its namespace torn down"))
+      << rec.dump();
+  const std::string left = WorkerHostState();
+  EXPECT_THAT(left, Not(HasSubstr(ns))) << "the lost run's namespace was left behind";
+  EXPECT_THAT(left, Not(HasSubstr("cs" + ns.substr(3) + "h")));
+  EXPECT_THAT(left, Not(HasSubstr("codespace_" + ns.substr(3))));
 }
 
 }  // namespace

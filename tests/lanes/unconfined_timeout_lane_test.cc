@@ -4,6 +4,7 @@
 // confined case is RootLaneTest.TimeoutKillsTheWholeSandbox.
 #include <signal.h>
 
+#include <chrono>
 #include <random>
 
 #include <fmt/format.h>
@@ -34,11 +35,13 @@ class UnconfinedTimeoutLaneTest : public ::testing::Test {
 };
 
 TEST_F(UnconfinedTimeoutLaneTest, TimeoutKillsTheWholeTreeWithoutAPidNamespace) {
-  // A unique sleep, short enough to end by itself should everything else fail.
+  // A unique sleep, short enough to end by itself should everything else fail: a survivor
+  // cannot hang the lane or outlive it by more than 20 s.
   std::random_device rd;
-  marker_ = fmt::format("59.{:09d}", rd() % 1000000000u);
+  marker_ = fmt::format("20.{:09d}", rd() % 1000000000u);
   // The background sleeps do not hold the run's output open: what must end them is the kill at
-  // the timeout, not the wait for the last writer (and a survivor cannot hang the lane).
+  // the timeout, not the wait for the last writer.
+  const auto started = std::chrono::steady_clock::now();
   CliResult r = RunCodespace(
       install_,
       {"run", "--workspace", install_.workspace(), "--egress", "open", "--timeout", "1", "--",
@@ -46,7 +49,14 @@ TEST_F(UnconfinedTimeoutLaneTest, TimeoutKillsTheWholeTreeWithoutAPidNamespace) 
        fmt::format("sleep {0} >/dev/null 2>&1 & (sleep {0} >/dev/null 2>&1 &) ; sleep {0}",
                    marker_)},
       {{"CODESPACE_BWRAP_PATH", "/nonexistent/bwrap"}});
+  const auto took = std::chrono::steady_clock::now() - started;
   EXPECT_THAT(r.output, HasSubstr("confines=no")) << Describe(r);
+  // Killed at the timeout, or the command returns only when the survivors end by themselves (a
+  // survivor holding any fd of the run keeps `codespace run` waiting): either way, not in time.
+  EXPECT_LT(took, std::chrono::seconds(12))
+      << "`codespace run --timeout 1` returned after "
+      << std::chrono::duration_cast<std::chrono::seconds>(took).count()
+      << "s: a process of the run outlived its timeout";
   auto rec = LatestRecord(install_);
   EXPECT_EQ(rec["state"], "cancelled") << rec.dump();
   EXPECT_THAT(rec["reason"].get<std::string>(), HasSubstr("timeout"));
