@@ -32,6 +32,7 @@
 #include "plan/admission.h"
 #include "posture/host_facts.h"
 #include "probe/host_probe.h"
+#include "relay/relay.h"
 #include "sandbox/launcher.h"
 #include "sandbox/run_outcome.h"
 #include "store/record_json.h"
@@ -52,6 +53,8 @@ struct SpecFlags {
   std::string workspace;
   std::vector<std::string> env;
   int64_t timeout = 0;
+  std::string broker;
+  std::vector<std::string> broker_env;
   std::vector<std::string> command;
 };
 
@@ -70,6 +73,13 @@ void AddSpecFlags(CLI::App* app, SpecFlags* f, bool with_command) {
       ->allow_extra_args(false);
   app->add_option("--timeout", f->timeout, "Wall-clock timeout in seconds (0: none)")
       ->check(CLI::NonNegativeNumber);
+  app->add_option("--broker", f->broker,
+                  "A broker the run reaches whatever its egress: unix:/path or 127.0.0.1:PORT "
+                  "(inside: http://127.0.0.1:<port> in CODESPACE_BROKER_URL)");
+  app->add_option("--broker-env", f->broker_env,
+                  "Also announce the broker URL in this variable (repeatable), e.g. "
+                  "ANTHROPIC_BASE_URL")
+      ->allow_extra_args(false);
   app->add_option("command", f->command, "The command and its arguments, after --")->required();
 }
 
@@ -97,6 +107,14 @@ Result<RunSpec> SpecFromFlags(const SpecFlags& f) {
   }
   spec.workspace = resolved;
   spec.timeout = std::chrono::seconds(f.timeout);
+  if (!f.broker.empty()) {
+    auto addr = ParseBrokerAddress(f.broker);
+    if (!addr.ok()) return addr.status().WithContext(fmt::format("--broker \"{}\"", f.broker));
+    spec.broker.address = f.broker;
+    spec.broker.env_names = f.broker_env;
+  } else if (!f.broker_env.empty()) {
+    return InvalidArgumentError("--broker-env needs --broker");
+  }
   return spec;
 }
 

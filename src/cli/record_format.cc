@@ -60,6 +60,12 @@ std::string FormatRecord(const RunRecord& r) {
   line("state", std::string(RunStateName(r.state)));
   line("ended", Ending(r));
   if (!r.reason.empty()) line("reason", r.reason);
+  if (!r.spec.broker.empty()) {
+    const NetworkReport& n = r.network_report;
+    line("broker", fmt::format("{}: {} connections ({} failed), {} bytes to it, {} bytes from it",
+                               r.spec.broker.address, n.broker_connections, n.broker_failed,
+                               n.broker_bytes_to, n.broker_bytes_from));
+  }
   if (r.plan == Plan::kFiltered) {
     const NetworkReport& n = r.network_report;
     auto list = [](const std::vector<std::string>& v) {

@@ -10,12 +10,22 @@
 
 namespace codespace {
 
+// A broker the run reaches whatever its egress, through the relay (SPEC "broker"): inside the
+// sandbox at http://127.0.0.1:<port>, announced in CODESPACE_BROKER_URL and in `env_names`.
+struct BrokerSpec {
+  std::string address;                 // "unix:/path" or "127.0.0.1:PORT" / "[::1]:PORT"; empty: none
+  std::vector<std::string> env_names;  // more variables announcing the URL (e.g. ANTHROPIC_BASE_URL)
+  bool empty() const { return address.empty(); }
+  friend bool operator==(const BrokerSpec&, const BrokerSpec&) = default;
+};
+
 struct RunSpec {
   std::vector<std::string> argv;       // the command; argv[0] is searched on the run's PATH
   std::vector<std::string> env;        // KEY=VALUE; the sandbox's environment is exactly this
   std::string workspace;               // absolute; read-write inside, and the working directory
   EgressPolicy egress;
   std::chrono::seconds timeout{0};     // wall clock; 0 = none
+  BrokerSpec broker;
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };

@@ -23,6 +23,7 @@
 #include "base/process.h"
 #include "base/unique_fd.h"
 #include "net/netns.h"
+#include "relay/sandbox_relay.h"
 #include "sandbox/bwrap_args.h"
 
 namespace codespace {
@@ -108,6 +109,16 @@ class Launch {
     }
     std::vector<std::string> command = {confined ? std::string(kSandboxInitPath) : r_.init_path,
                                         std::to_string(kStatusFd)};
+    if (!r_.broker_socket.empty()) {
+      std::string names;
+      for (const auto& n : r_.broker_env) names += (names.empty() ? "" : ",") + n;
+      // Port 0: the relay picks a free one (a shared run listens on the worker's loopback).
+      for (const std::string& a : {std::string("--relay"), std::string("0"),
+                                   confined ? std::string(kSandboxBrokerSocketPath) : r_.broker_socket,
+                                   names.empty() ? std::string("-") : names}) {
+        command.push_back(a);
+      }
+    }
     for (const auto& a : r_.spec.argv) command.push_back(a);
 
     SpawnOptions o;
@@ -119,6 +130,7 @@ class Launch {
       // Shared keeps the worker's namespace; Filtered the run's (bubblewrap starts inside it).
       l.share_network = r_.decision.plan == Plan::kShared || net_ != nullptr;
       if (net_) l.ro_files.emplace_back(net_->resolv_conf_path(), "/etc/resolv.conf");
+      if (!r_.broker_socket.empty()) l.ro_files.emplace_back(r_.broker_socket, kSandboxBrokerSocketPath);
       l.workspace = r_.spec.workspace;
       l.hidden_dirs = r_.hidden_dirs;
       l.env = SandboxEnvironment(r_.spec.env);

@@ -48,6 +48,12 @@ struct LaunchRequest {
   std::string upstream_dns;  // empty: /etc/resolv.conf's first nameserver
   std::function<Status(SetupStep)> before_setup_step;  // test seam (failure injection)
 
+  // The worker side of the broker relay (a unix socket the supervisor's bridge listens on);
+  // empty: no broker. Bound into the sandbox; the in-sandbox relay announces itself in
+  // CODESPACE_BROKER_URL and in each of `broker_env`.
+  std::string broker_socket;
+  std::vector<std::string> broker_env;
+
   OutputSink* stdout_sink = nullptr;  // required
   OutputSink* stderr_sink = nullptr;  // required
   // Readable (an eventfd, a pipe) → cancel: SIGTERM, `stop_grace`, then SIGKILL. -1: none.

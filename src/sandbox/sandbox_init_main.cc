@@ -1,6 +1,10 @@
 // codespace-init: the first program inside every bubblewrap sandbox.
 //
-//   codespace-init STATUS_FD COMMAND [ARGS...]
+//   codespace-init STATUS_FD [--relay PORT SOCKET NAME[,NAME...]] COMMAND [ARGS...]
+//
+// With --relay it first starts the broker relay (a child: 127.0.0.1:PORT inside the sandbox →
+// the bind-mounted SOCKET; PORT 0 picks one), waits until it listens, and sets every NAME to
+// http://127.0.0.1:<port> for the command; the relay is killed when the command ends.
 //
 // bubblewrap reports a command killed by signal N as exit 128+N and a command it cannot execute
 // as exit 1, so neither can be told from a command that exits with those codes. This init runs
@@ -22,6 +26,9 @@
 #include <unistd.h>
 
 #include <initializer_list>
+#include <string>
+
+#include "relay/sandbox_relay.h"
 
 namespace {
 
@@ -44,10 +51,55 @@ void Report(int fd, const char* what, int n) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: codespace-init STATUS_FD COMMAND [ARGS...]\n");
+    fprintf(stderr, "usage: codespace-init STATUS_FD [--relay PORT SOCKET NAMES] COMMAND...\n");
     return 125;
   }
   int status_fd = atoi(argv[1]);
+  int cmd_index = 2;
+  pid_t relay = -1;
+  if (std::string(argv[2]) == "--relay") {
+    if (argc < 7) {
+      fprintf(stderr, "codespace-init: --relay needs PORT SOCKET NAMES and a command\n");
+      return 125;
+    }
+    cmd_index = 6;
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) != 0) return 125;
+    relay = fork();
+    if (relay < 0) return 125;
+    if (relay == 0) {
+      close(ready[0]);
+      _exit(codespace::RunSandboxRelay(static_cast<uint16_t>(atoi(argv[3])), argv[4], ready[1]));
+    }
+    close(ready[1]);
+    char buf[64] = {0};
+    ssize_t n;
+    size_t got_bytes = 0;
+    while ((n = read(ready[0], buf + got_bytes, sizeof(buf) - 1 - got_bytes)) > 0) {
+      got_bytes += static_cast<size_t>(n);
+    }
+    close(ready[0]);
+    if (got_bytes == 0 || buf[0] != 'R') {
+      fprintf(stderr, "codespace-init: broker relay did not start: %s\n", got_bytes ? buf : "(no word)");
+      Report(status_fd, "exec-error", ECONNREFUSED);
+      kill(relay, SIGKILL);
+      waitpid(relay, nullptr, 0);
+      return 125;
+    }
+    int port = buf[1] >= '0' && buf[1] <= '9' ? atoi(buf + 1) : atoi(argv[3]);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+    setenv("CODESPACE_BROKER_URL", url, 1);
+    std::string names = argv[5];
+    size_t start = 0;
+    while (start <= names.size()) {
+      size_t comma = names.find(',', start);
+      std::string name = names.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!name.empty() && name != "-") setenv(name.c_str(), url, 1);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
   if (fcntl(status_fd, F_SETFD, FD_CLOEXEC) != 0) {
     fprintf(stderr, "codespace-init: status fd %d: %s\n", status_fd, strerror(errno));
     return 125;
@@ -72,7 +124,7 @@ int main(int argc, char** argv) {
   if (pid < 0) return 125;
   if (pid == 0) {
     for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) signal(sig, SIG_DFL);
-    execvp(argv[2], argv + 2);
+    execvp(argv[cmd_index], argv + cmd_index);
     int err = errno;
     ssize_t ignored = write(exec_pipe[1], &err, sizeof(err));
     (void)ignored;
@@ -94,7 +146,7 @@ int main(int argc, char** argv) {
   int code;
   if (got == static_cast<ssize_t>(sizeof(exec_errno))) {
     Report(status_fd, "exec-error", exec_errno);
-    fprintf(stderr, "codespace: %s: %s\n", argv[2], strerror(exec_errno));
+    fprintf(stderr, "codespace: %s: %s\n", argv[cmd_index], strerror(exec_errno));
     code = exec_errno == ENOENT ? 127 : 126;
   } else if (WIFSIGNALED(status)) {
     Report(status_fd, "signal", WTERMSIG(status));
@@ -105,6 +157,11 @@ int main(int argc, char** argv) {
   }
   close(status_fd);
   g_child = 0;
+  // The relay never ends by itself; the run is over for it once the command is.
+  if (relay > 0) {
+    kill(relay, SIGKILL);
+    waitpid(relay, nullptr, 0);
+  }
   // Reap every descendant that outlives the command (they are ours, as subreaper).
   for (;;) {
     if (waitpid(-1, nullptr, 0) < 0 && errno == ECHILD) break;

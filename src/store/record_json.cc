@@ -129,6 +129,12 @@ Json SpecToValue(const RunSpec& spec) {
   value["workspace"] = spec.workspace;
   value["egress"] = EgressToValue(spec.egress);
   value["timeout_seconds"] = static_cast<int64_t>(spec.timeout.count());
+  if (!spec.broker.empty()) {
+    Json b = Json::object();
+    b["address"] = spec.broker.address;
+    b["env"] = spec.broker.env_names;
+    value["broker"] = b;
+  }
   return value;
 }
 
@@ -141,6 +147,10 @@ Json NetworkReportToValue(const NetworkReport& r) {
   value["dns_admitted"] = r.dns_admitted;
   value["dns_refused"] = r.dns_refused;
   value["dropped_packets"] = r.dropped_packets;
+  value["broker_connections"] = r.broker_connections;
+  value["broker_failed"] = r.broker_failed;
+  value["broker_bytes_to"] = r.broker_bytes_to;
+  value["broker_bytes_from"] = r.broker_bytes_from;
   return value;
 }
 
@@ -222,8 +232,8 @@ Result<EgressPolicy> EgressFromValue(const Json& value, std::string_view path) {
 }
 
 Result<RunSpec> SpecFromValue(const Json& value, std::string_view path) {
-  RETURN_IF_ERROR(
-      CheckObject(value, path, {"argv", "env", "workspace", "egress", "timeout_seconds"}));
+  RETURN_IF_ERROR(CheckObject(value, path,
+                              {"argv", "env", "workspace", "egress", "timeout_seconds", "broker"}));
   RunSpec spec;
   ASSIGN_OR_RETURN(const Json* argv, RequiredField(value, path, "argv"));
   ASSIGN_OR_RETURN(spec.argv, ReadStringArray(*argv, Child(path, "argv")));
@@ -239,19 +249,40 @@ Result<RunSpec> SpecFromValue(const Json& value, std::string_view path) {
     if (seconds < 0) return FieldError(timeout_path, "must not be negative");
     spec.timeout = std::chrono::seconds(seconds);
   }
+  if (const Json* broker = FindField(value, "broker")) {
+    const std::string bpath = Child(path, "broker");
+    RETURN_IF_ERROR(CheckObject(*broker, bpath, {"address", "env"}));
+    ASSIGN_OR_RETURN(spec.broker.address, RequiredString(*broker, bpath, "address"));
+    if (const Json* names = FindField(*broker, "env")) {
+      ASSIGN_OR_RETURN(spec.broker.env_names, ReadStringArray(*names, Child(bpath, "env")));
+    }
+  }
   return spec;
 }
 
 Result<NetworkReport> NetworkReportFromValue(const Json& value, std::string_view path) {
-  RETURN_IF_ERROR(CheckObject(value, path, {"dns_admitted", "dns_refused", "dropped_packets"}));
+  RETURN_IF_ERROR(CheckObject(value, path,
+                              {"dns_admitted", "dns_refused", "dropped_packets",
+                               "broker_connections", "broker_failed", "broker_bytes_to",
+                               "broker_bytes_from"}));
+  // Every field may be missing (a report written before it existed reads as zero/empty).
   NetworkReport r;
-  ASSIGN_OR_RETURN(const Json* admitted, RequiredField(value, path, "dns_admitted"));
-  ASSIGN_OR_RETURN(r.dns_admitted, ReadStringArray(*admitted, Child(path, "dns_admitted")));
-  ASSIGN_OR_RETURN(const Json* refused, RequiredField(value, path, "dns_refused"));
-  ASSIGN_OR_RETURN(r.dns_refused, ReadStringArray(*refused, Child(path, "dns_refused")));
-  ASSIGN_OR_RETURN(int64_t dropped, RequiredInt64(value, path, "dropped_packets"));
-  if (dropped < 0) return FieldError(Child(path, "dropped_packets"), "must not be negative");
-  r.dropped_packets = static_cast<uint64_t>(dropped);
+  if (const Json* admitted = FindField(value, "dns_admitted")) {
+    ASSIGN_OR_RETURN(r.dns_admitted, ReadStringArray(*admitted, Child(path, "dns_admitted")));
+  }
+  if (const Json* refused = FindField(value, "dns_refused")) {
+    ASSIGN_OR_RETURN(r.dns_refused, ReadStringArray(*refused, Child(path, "dns_refused")));
+  }
+  for (auto [name, field] : {std::pair<const char*, uint64_t*>{"dropped_packets", &r.dropped_packets},
+                             {"broker_connections", &r.broker_connections},
+                             {"broker_failed", &r.broker_failed},
+                             {"broker_bytes_to", &r.broker_bytes_to},
+                             {"broker_bytes_from", &r.broker_bytes_from}}) {
+    if (!FindField(value, name)) continue;
+    ASSIGN_OR_RETURN(int64_t n, RequiredInt64(value, path, name));
+    if (n < 0) return FieldError(Child(path, name), "must not be negative");
+    *field = static_cast<uint64_t>(n);
+  }
   return r;
 }
 

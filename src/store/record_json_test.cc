@@ -143,7 +143,9 @@ TEST(RunRecordJsonTest, FieldsAreNamedAsDocumented) {
                               R"("exit_code":3,"signal":null,"reason":"",)"
                               R"("created_ms":1700000000123,"started_ms":1700000000456,)"
                               R"("ended_ms":1700000090789,"network_report":{"dns_admitted":[],)"
-                              R"("dns_refused":[],"dropped_packets":0},"logs":{"stdout":)"
+                              R"("dns_refused":[],"dropped_packets":0,"broker_connections":0,)"
+                              R"("broker_failed":0,"broker_bytes_to":0,"broker_bytes_from":0},)"
+                              R"("logs":{"stdout":)"
                               R"({"bytes":0,"sha256":"","sealed":false},"stderr":{"bytes":0,)"
                               R"("sha256":"","sealed":false}}})"));
   EXPECT_THAT(json, Not(HasSubstr("\n")));

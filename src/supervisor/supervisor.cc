@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 
 #include "base/file_util.h"
+#include "relay/broker_bridge.h"
+#include "relay/relay.h"
 #include "sandbox/launcher.h"
 #include "store/sqlite_run_store.h"
 #include "supervisor/log_file.h"
@@ -186,8 +188,33 @@ int SuperviseMain(const SupervisorArgs& a) {
   req.on_started = [&](pid_t sandbox) {
     if (auto id = IdentityOf(sandbox); id.ok()) WriteIdentity(dir.sandbox_path(), *id).IgnoreError();
   };
+  // The broker's worker side: a socket in the run directory that the sandbox gets bound in,
+  // relaying to the broker alone, and counting what passes (where the run cannot touch it).
+  std::unique_ptr<BrokerBridge> bridge;
   RunStatus status;
-  status.outcome = LaunchAndWait(req);
+  if (!record->spec.broker.empty()) {
+    auto addr = ParseBrokerAddress(record->spec.broker.address);
+    if (addr.ok()) {
+      auto started = BrokerBridge::Start(dir.path + "/broker.sock", *addr);
+      if (started.ok()) bridge = std::move(*started);
+      else addr = started.status();
+    }
+    if (!addr.ok()) {
+      status.outcome = RunOutcome::Aborted("broker relay setup failed: " + addr.status().message());
+    } else {
+      req.broker_socket = dir.path + "/broker.sock";
+      req.broker_env = record->spec.broker.env_names;
+    }
+  }
+  if (status.outcome.reason.empty()) status.outcome = LaunchAndWait(req);
+  if (bridge) {
+    bridge->Stop();
+    RelayStats rs = bridge->stats();
+    status.outcome.network_report.broker_connections = rs.connections_accepted;
+    status.outcome.network_report.broker_failed = rs.connections_failed;
+    status.outcome.network_report.broker_bytes_to = rs.bytes_to_target;
+    status.outcome.network_report.broker_bytes_from = rs.bytes_from_target;
+  }
 
   // Every writer has closed (or was killed): now the logs can be sealed.
   auto so = (*out)->Seal();
