@@ -13,7 +13,7 @@ DEBS := build-essential cmake ninja-build pkg-config clang-format \
         libnftables-dev libmnl-dev \
         libgtest-dev libgmock-dev
 
-.PHONY: deps build run test unit lanes install format clean mutate
+.PHONY: deps agents build run test unit lanes install format clean mutate
 
 # Installs only what is missing, so a warm machine pays nothing.
 deps:
@@ -24,6 +24,16 @@ deps:
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
 	fi
 
+# The real agent CLIs the lanes run in the sandbox, from the npm registry (nothing else is
+# fetched). Node.js and npm come from Debian when the machine has none.
+AGENTS_DIR := /var/cache/codespace-agents
+AGENTS := @anthropic-ai/claude-code @openai/codex
+agents:
+	@if [ ! -x $(AGENTS_DIR)/node_modules/.bin/claude ] || [ ! -x $(AGENTS_DIR)/node_modules/.bin/codex ]; then \
+	  command -v npm >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs npm; }; \
+	  mkdir -p $(AGENTS_DIR) && npm install --no-audit --no-fund --prefix $(AGENTS_DIR) $(AGENTS); \
+	fi
+
 build: deps
 	cmake --preset default >/dev/null
 	cmake --build --preset default -j$$(nproc)
@@ -32,7 +42,7 @@ build: deps
 run: build
 	./deploy/demo.sh $(BUILD)/codespace $(STATE_DIR)
 
-test: build
+test: build agents
 	ctest --test-dir $(BUILD) --output-on-failure -j$$(nproc) --timeout 300
 
 unit: build

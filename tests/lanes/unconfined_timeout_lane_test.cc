@@ -39,15 +39,14 @@ TEST_F(UnconfinedTimeoutLaneTest, TimeoutKillsTheWholeTreeWithoutAPidNamespace) 
   // cannot hang the lane or outlive it by more than 20 s.
   std::random_device rd;
   marker_ = fmt::format("20.{:09d}", rd() % 1000000000u);
-  // The background sleeps do not hold the run's output open: what must end them is the kill at
-  // the timeout, not the wait for the last writer.
+  // No sleep holds the run's output open: what must end them is the kill at the timeout, not
+  // the wait for the last writer (which would find them by their open output).
   const auto started = std::chrono::steady_clock::now();
   CliResult r = RunCodespace(
       install_,
       {"run", "--workspace", install_.workspace(), "--egress", "open", "--timeout", "1", "--",
        "/bin/sh", "-c",
-       fmt::format("sleep {0} >/dev/null 2>&1 & (sleep {0} >/dev/null 2>&1 &) ; sleep {0}",
-                   marker_)},
+       fmt::format("exec >/dev/null 2>&1; sleep {0} & (sleep {0} &) ; sleep {0}", marker_)},
       {{"CODESPACE_BWRAP_PATH", "/nonexistent/bwrap"}});
   const auto took = std::chrono::steady_clock::now() - started;
   EXPECT_THAT(r.output, HasSubstr("confines=no")) << Describe(r);
