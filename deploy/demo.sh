@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job of `make run`: the posture line, then one demonstration run per egress policy,
-# each followed by its record. The demo commands only look at their own network; none of them
+# The main job of `make run`: the posture line, one demonstration run per egress policy, each
+# followed by its record, then the worker in the foreground. The demo commands only look at their own network; none of them
 # sends a packet anywhere.
 set -uo pipefail
 codespace=${1:?usage: demo.sh CODESPACE_BINARY STATE_DIR}
@@ -26,3 +26,7 @@ demo "egress open: the worker's own network" \
   --egress open -- sh -c 'echo "interface count: $(ip -o link | wc -l)"'
 printf '\n=== all runs\n'
 "$codespace" runs --limit 10
+printf '\n=== the worker, in the foreground (Ctrl-C stops it; runs in flight go on)\n'
+printf 'From a second terminal:\n  export CODESPACE_STATE_DIR=%s\n  id=$(%s submit -- sh -c "echo hello; sleep 2; echo bye")\n  %s logs --follow $id\n  %s show $id\n\n' \
+  "$state_dir" "$codespace" "$codespace" "$codespace"
+exec "$codespace" worker
