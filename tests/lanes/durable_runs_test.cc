@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "base/file_util.h"
+#include "harness/fake_internet.h"
 #include "lanes/lane_test_util.h"
 #include "run/run_spec.h"
 #include "supervisor/log_file.h"
@@ -224,6 +225,47 @@ TEST_F(DurableRunsTest, SupervisorKilledMakesTheRunLostAndLeavesNothingRunning) 
   EXPECT_THAT(rec["reason"].get<std::string>(), HasSubstr("died without reporting"));
   std::this_thread::sleep_for(200ms);
   EXPECT_THAT(ProcessesMatching(marker_), ::testing::IsEmpty()) << "a sandboxed process survived";
+}
+
+// A filtered run whose supervisor dies: the worker kills the sandbox and tears its namespace,
+// veth and NAT table down by name.
+TEST_F(DurableRunsTest, SupervisorOfAFilteredRunKilledLeavesNoNetworkBehind) {
+  auto net = FakeInternet::Create();
+  ASSERT_TRUE(net.ok()) << net.status().ToString();
+  // The worker and its supervisors live in the fake internet's worker host.
+  worker_.reset();
+  auto log = OpenFile((install_.root() + "/worker.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  ASSERT_TRUE(log.ok());
+  SpawnOptions o;
+  o.argv = (*net)->WorkerHostArgv({install_.codespace(), "-q", "worker"}, WorkerResolvConf::kHost);
+  o.env = Env();
+  o.env->push_back(std::string("CODESPACE_DNS_UPSTREAM=") + kDnsServerV4);
+  o.fds = {{log->get(), 1}, {log->get(), 2}};
+  auto child = Spawn(o);
+  ASSERT_TRUE(child.ok());
+  worker_ = std::make_unique<ChildProcess>(std::move(*child));
+  std::string id = Submit({"/bin/sh", "-c", fmt::format("sleep {}", marker_)},
+                          {"--egress", "allowlist", "--allow", "allowed.test"});
+  WaitState(id, [](const std::string& s) { return s == "running"; });
+  for (int i = 0; i < 200 && ::access((RunDirOf(id) + "/sandbox").c_str(), F_OK) != 0; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  std::string ns = Show(id)["namespace"];
+  ASSERT_EQ(::access(("/run/netns/" + ns).c_str(), F_OK), 0) << "the run's namespace is up";
+  pid_t sup = SupervisorOf(id);
+  ASSERT_GT(sup, 0);
+  ASSERT_EQ(::kill(sup, SIGKILL), 0);
+  auto rec = WaitEnded(id);
+  EXPECT_EQ(rec["state"], "lost") << rec.dump();
+  EXPECT_THAT(rec["reason"].get<std::string>(), HasSubstr("its namespace torn down"));
+  EXPECT_NE(::access(("/run/netns/" + ns).c_str(), F_OK), 0) << "namespace left behind";
+  auto left = (*net)->RunInWorkerHost({"/bin/sh", "-c", "ip -o link; nft list tables"},
+                                      std::nullopt, WorkerResolvConf::kHost);
+  ASSERT_TRUE(left.ok());
+  EXPECT_THAT(left->output, ::testing::Not(HasSubstr("cs" + ns.substr(3) + "h")));
+  EXPECT_THAT(left->output, ::testing::Not(HasSubstr("codespace_" + ns.substr(3))));
+  EXPECT_THAT(ProcessesMatching(marker_), ::testing::IsEmpty());
+  worker_.reset();
 }
 
 TEST_F(DurableRunsTest, CancelStopsTheWholeProcessTree) {

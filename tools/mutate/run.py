@@ -559,3 +559,6 @@ if __name__ == "__main__":
     except MutateError as e:
         print(f"make mutate: {e}", file=sys.stderr)
         sys.exit(2)
+    except Interrupted as e:  # before anything was started
+        print(f"make mutate: interrupted ({e})", file=sys.stderr)
+        sys.exit(130)
