@@ -13,7 +13,7 @@ DEBS := build-essential cmake ninja-build pkg-config clang-format \
         libnftables-dev libmnl-dev \
         libgtest-dev libgmock-dev
 
-.PHONY: deps agents build run test unit lanes install format clean mutate
+.PHONY: deps agents build run test unit lanes install format clean mutate bench
 
 # Installs only what is missing, so a warm machine pays nothing.
 deps:
@@ -67,3 +67,31 @@ clean:
 # MUTATE_ARGS passes options through, e.g. MUTATE_ARGS="--only dns-gate" (see tools/mutate/README.md).
 mutate: deps
 	python3 tools/mutate/run.py $(MUTATE_ARGS)
+
+# Benchmarks (issue 7; not part of `make test`). A release build (build-release/, tests off), then
+# codespace side by side with its baselines -- bwrap with the same flags, an ip+nft script, socat,
+# srt (npm, into build-release/srt) -- every command inside network namespaces the benchmark makes
+# and removes. A table on stdout, JSON in build-release/bench.json; a few minutes on 2 cores.
+# BENCH_ARGS passes options through (python3 bench/run_bench.py --help).
+# -Wno-restrict: GCC 12 at -O3 warns falsely on `"literal" + std::string&&` (GCC PR 105329).
+BENCH_DEBS := socat
+SRT_DIR := build-release/srt
+bench: deps
+	@missing=$$(for p in $(BENCH_DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
+	cmake --preset release -DCMAKE_CXX_FLAGS=-Wno-restrict >/dev/null
+	cmake --build --preset release -j$$(nproc)
+	@if [ ! -x build-release/bench/relay_bench ]; then \
+	  cmake -S bench -B build-release/bench-tools -G Ninja -DCODESPACE_BUILD_DIR=$(CURDIR)/build-release >/dev/null && \
+	  cmake --build build-release/bench-tools; \
+	fi
+	@if [ ! -x $(SRT_DIR)/node_modules/.bin/srt ]; then \
+	  if command -v npm >/dev/null; then \
+	    npm install --prefix $(SRT_DIR) --no-audit --no-fund --loglevel=error @anthropic-ai/sandbox-runtime || \
+	      echo "bench: srt did not install; its row says so" >&2; \
+	  else echo "bench: no npm; the srt row says so" >&2; fi; \
+	fi
+	python3 bench/run_bench.py --build build-release $(BENCH_ARGS)

@@ -1,41 +1,44 @@
-// relay_bench: the broker relay against a socat bridge of the same shape, measured in one process
-// run (bench/run_bench.py drives it; `make bench` item 3).
+// relay_bench: the broker relay against a socat bridge of the same shape (`make bench` item 3;
+// bench/run_bench.py drives it).
 //
-//   client ──TCP──> [in-sandbox relay, 127.0.0.1:P] ──unix──> [BrokerBridge] ──TCP──> broker
-//   client ──TCP──> [socat TCP-LISTEN → UNIX-CONNECT] ──unix──> [socat UNIX-LISTEN → TCP] ──TCP──> broker
+//   relay:  client ─TCP─> [in-sandbox relay 127.0.0.1:P] ─unix─> [BrokerBridge] ─TCP─> broker
+//   socat:  client ─TCP─> [socat TCP-LISTEN → UNIX-CONNECT] ─unix─> [socat UNIX-LISTEN → TCP] ─TCP─> broker
 //
-// The in-sandbox half is RunSandboxRelay in a process of its own (this binary re-executed with
-// --sandbox-relay, as codespace-init's child runs it); the BrokerBridge runs on a thread of this
-// process, as it does in a run's supervisor. The broker is a thread of this process too: in "sink"
-// mode it counts bytes and notes when the last one arrived; in "echo" mode it echoes.
-//
-// Everything listens on loopback only. Two measurements, interleaved (relay, socat, relay, ...)
-// so that drift on a shared machine hits both alike:
-//   throughput   seconds from connect() until the broker has received --bytes through the chain;
-//   first byte   microseconds from socket() until a 1-byte echo through the chain comes back
-//                (a fresh connection each time: connection set-up through both hops included).
-// Prints one JSON object on stdout: the raw samples; the driver takes the medians.
+// Modes:
+//   relay_bench broker --port-file F
+//       The broker: listens on 127.0.0.1 (a free port, written to F) until killed. A connection
+//       that starts with 'S' and an 8-byte little-endian count is a sink: once that many more
+//       bytes have arrived it answers one byte, 'A'. One that starts with 'E' is echoed.
+//   relay_bench client (--port P | --url-env NAME) [--bytes N] [--reps R] [--ttfb-reps M]
+//       Measures through whatever listens at P (or at the port of the URL in $NAME, e.g.
+//       CODESPACE_BROKER_URL inside a `codespace run --broker` sandbox):
+//         throughput  seconds from connect() until the broker's 'A' for N bytes is back;
+//         first byte  microseconds from socket() until a 1-byte echo is back (a fresh connection
+//                     each time: connection set-up through every hop included).
+//       Prints {"throughput_s": [...], "first_byte_us": [...]} on stdout.
+//   relay_bench engine --dir D [--bytes N] [--reps R] [--ttfb-reps M] [--socat PATH]
+//       The relay engine alone, without codespace around it: a broker thread, the BrokerBridge
+//       on a thread (as in a run's supervisor), the in-sandbox relay as a process of its own
+//       (this binary re-executed, as codespace-init's child runs it), and a socat bridge of the
+//       same shape, measured interleaved (relay, socat, direct, relay, ...). Prints one JSON
+//       object: each path's samples.
+// Everything listens on loopback only.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,137 +64,99 @@ struct Options {
   uint64_t bytes = uint64_t{1} << 30;
   int reps = 5;
   int ttfb_reps = 200;
+  uint16_t port = 0;
+  std::string url_env;
+  std::string port_file;
   std::string socat = "socat";
-  std::string dir;                       // where the unix sockets go
+  std::string dir;
 };
+
+ssize_t ReadSome(int fd, void* p, size_t n) {
+  for (;;) {
+    ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    return r;
+  }
+}
+
+Status ReadExactly(int fd, void* p, size_t n) {
+  for (size_t got = 0; got < n;) {
+    ssize_t r = ReadSome(fd, static_cast<char*>(p) + got, n - got);
+    if (r < 0) return ErrnoError("read", errno);
+    if (r == 0) return InternalError("read: EOF before the answer");
+    got += static_cast<size_t>(r);
+  }
+  return OkStatus();
+}
+
+void NoDelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
 
 // ---------------------------------------------------------------------------------------------
 // The broker.
 
-class Broker {
- public:
-  static Result<std::unique_ptr<Broker>> Start() {
-    ASSIGN_OR_RETURN(UniqueFd listener, ListenLoopbackTcp("127.0.0.1", 0));
-    ASSIGN_OR_RETURN(uint16_t port, LocalPort(listener.get()));
-    // Accept blocks: the listener comes back non-blocking from ListenLoopbackTcp.
-    int flags = ::fcntl(listener.get(), F_GETFL);
-    if (flags < 0 || ::fcntl(listener.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
-      return ErrnoError("fcntl(broker listener, ~O_NONBLOCK)", errno);
-    }
-    auto b = std::unique_ptr<Broker>(new Broker(std::move(listener), port));
-    b->thread_ = std::thread([p = b.get()] { p->AcceptLoop(); });
-    return b;
-  }
-  ~Broker() {
-    stop_.store(true);
-    ::shutdown(listener_.get(), SHUT_RDWR);  // wakes accept()
-    if (thread_.joinable()) thread_.join();
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return live_ == 0; });
-  }
-
-  uint16_t port() const { return port_; }
-
-  // Waits until a sink connection has received all it was told to expect; returns when it did.
-  Result<Clock::time_point> WaitSinkDone(std::chrono::seconds timeout) {
-    std::unique_lock lock(mu_);
-    if (!cv_.wait_for(lock, timeout, [&] { return sink_done_.has_value(); })) {
-      return UnavailableError("broker: the sink did not receive every byte in time");
-    }
-    Clock::time_point t = *sink_done_;
-    sink_done_.reset();
-    return t;
-  }
-  // Waits until no connection is open at the broker (the previous one fully torn down).
-  bool WaitIdle(std::chrono::seconds timeout) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return live_ == 0; });
-  }
-
- private:
-  Broker(UniqueFd listener, uint16_t port) : listener_(std::move(listener)), port_(port) {}
-
-  void AcceptLoop() {
-    while (!stop_.load()) {
-      int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        return;
-      }
-      {
-        std::lock_guard lock(mu_);
-        ++live_;
-      }
-      std::thread([this, fd] { Serve(UniqueFd(fd)); }).detach();
-    }
-  }
-
-  // First byte: 'S' (then 8 bytes: how many more to expect, little-endian) or 'E'.
-  void Serve(UniqueFd fd) {
-    int one = 1;
-    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    std::vector<char> buf(kChunk);
-    char mode = 0;
-    if (ReadSome(fd.get(), &mode, 1) == 1) {
-      if (mode == 'S') Sink(fd.get(), buf);
-      if (mode == 'E') Echo(fd.get(), buf);
-    }
-    fd.reset();
-    std::lock_guard lock(mu_);
-    --live_;
-    cv_.notify_all();
-  }
-
-  void Sink(int fd, std::vector<char>& buf) {
+void Serve(UniqueFd fd) {
+  NoDelay(fd.get());
+  std::vector<char> buf(kChunk);
+  char mode = 0;
+  if (ReadSome(fd.get(), &mode, 1) != 1) return;
+  if (mode == 'S') {
     uint64_t expect = 0;
-    size_t got = 0;
-    while (got < sizeof(expect)) {
-      ssize_t n = ReadSome(fd, reinterpret_cast<char*>(&expect) + got, sizeof(expect) - got);
-      if (n <= 0) return;
-      got += static_cast<size_t>(n);
-    }
+    if (!ReadExactly(fd.get(), &expect, sizeof(expect)).ok()) return;
     uint64_t seen = 0;
-    bool noted = false;
+    bool answered = false;
     for (;;) {
-      ssize_t n = ReadSome(fd, buf.data(), buf.size());
-      if (n <= 0) return;  // EOF (the client closed) or an error: either way, done
+      ssize_t n = ReadSome(fd.get(), buf.data(), buf.size());
+      if (n <= 0) return;  // EOF (the client is done) or an error: either way, done
       seen += static_cast<uint64_t>(n);
-      if (!noted && seen >= expect) {
-        noted = true;
-        std::lock_guard lock(mu_);
-        sink_done_ = Clock::now();
-        cv_.notify_all();
+      if (!answered && seen >= expect) {
+        answered = true;
+        if (!WriteAll(fd.get(), "A", 1).ok()) return;
       }
     }
   }
-
-  static void Echo(int fd, std::vector<char>& buf) {
-    buf[0] = 'E';
-    if (!WriteAll(fd, buf.data(), 1).ok()) return;
+  if (mode == 'E') {
+    if (!WriteAll(fd.get(), "E", 1).ok()) return;
     for (;;) {
-      ssize_t n = ReadSome(fd, buf.data(), buf.size());
+      ssize_t n = ReadSome(fd.get(), buf.data(), buf.size());
       if (n <= 0) return;
-      if (!WriteAll(fd, buf.data(), static_cast<size_t>(n)).ok()) return;
+      if (!WriteAll(fd.get(), buf.data(), static_cast<size_t>(n)).ok()) return;
     }
   }
+}
 
-  static ssize_t ReadSome(int fd, char* p, size_t n) {
-    for (;;) {
-      ssize_t r = ::read(fd, p, n);
-      if (r < 0 && errno == EINTR) continue;
-      return r;
+// Accepts until the listener is shut down; a thread per connection.
+void AcceptLoop(int listener) {
+  for (;;) {
+    int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;
     }
+    std::thread([fd] { Serve(UniqueFd(fd)); }).detach();
   }
+}
 
-  UniqueFd listener_;
-  uint16_t port_;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int live_ = 0;
-  std::optional<Clock::time_point> sink_done_;
-};
+Result<UniqueFd> BlockingListener(uint16_t* port) {
+  ASSIGN_OR_RETURN(UniqueFd listener, ListenLoopbackTcp("127.0.0.1", 0));
+  ASSIGN_OR_RETURN(*port, LocalPort(listener.get()));
+  // accept() blocks here: the listener comes back non-blocking from ListenLoopbackTcp.
+  int flags = ::fcntl(listener.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(listener.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return ErrnoError("fcntl(broker listener, ~O_NONBLOCK)", errno);
+  }
+  return listener;
+}
+
+Status BrokerMain(const Options& o) {
+  uint16_t port = 0;
+  ASSIGN_OR_RETURN(UniqueFd listener, BlockingListener(&port));
+  RETURN_IF_ERROR(WriteFileAtomically(o.port_file, fmt::format("{}\n", port), 0644));
+  AcceptLoop(listener.get());
+  return InternalError("broker: accept failed");
+}
 
 // ---------------------------------------------------------------------------------------------
 // The client.
@@ -199,8 +164,7 @@ class Broker {
 Result<UniqueFd> Connect(uint16_t port) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) return ErrnoError("socket(AF_INET)", errno);
-  int one = 1;
-  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  NoDelay(fd.get());
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
@@ -211,11 +175,8 @@ Result<UniqueFd> Connect(uint16_t port) {
   return fd;
 }
 
-// Seconds from connect() until the broker has every byte.
-Result<double> Throughput(Broker& broker, uint16_t entry, uint64_t bytes) {
-  if (!broker.WaitIdle(std::chrono::seconds(10))) {
-    return UnavailableError("broker: the previous connection is still open");
-  }
+// Seconds from connect() until the broker says it has every byte.
+Result<double> Throughput(uint16_t entry, uint64_t bytes) {
   std::vector<char> buf(kChunk, 'x');
   Clock::time_point start = Clock::now();
   ASSIGN_OR_RETURN(UniqueFd fd, Connect(entry));
@@ -227,36 +188,60 @@ Result<double> Throughput(Broker& broker, uint16_t entry, uint64_t bytes) {
     RETURN_IF_ERROR(WriteAll(fd.get(), buf.data(), n));
     sent += n;
   }
-  ASSIGN_OR_RETURN(Clock::time_point done, broker.WaitSinkDone(std::chrono::seconds(120)));
+  char ack = 0;
+  RETURN_IF_ERROR(ReadExactly(fd.get(), &ack, 1).WithContext("throughput: the broker's answer"));
+  Clock::time_point end = Clock::now();
   fd.reset();
-  return std::chrono::duration<double>(done - start).count();
+  ::usleep(50000);  // let this connection's teardown finish before the next one starts
+  return std::chrono::duration<double>(end - start).count();
 }
 
 // Microseconds from socket() until the echoed first byte is back.
-Result<double> FirstByte(Broker& broker, uint16_t entry) {
-  if (!broker.WaitIdle(std::chrono::seconds(10))) {
-    return UnavailableError("broker: the previous connection is still open");
-  }
+Result<double> FirstByte(uint16_t entry) {
   Clock::time_point start = Clock::now();
   ASSIGN_OR_RETURN(UniqueFd fd, Connect(entry));
   char c = 'E';
   RETURN_IF_ERROR(WriteAll(fd.get(), &c, 1));
-  ssize_t n;
-  do {
-    n = ::read(fd.get(), &c, 1);
-  } while (n < 0 && errno == EINTR);
+  RETURN_IF_ERROR(ReadExactly(fd.get(), &c, 1).WithContext("first byte: the echo"));
   Clock::time_point end = Clock::now();
-  if (n != 1) return InternalError("first byte: the echo did not come back");
   return std::chrono::duration<double, std::micro>(end - start).count();
 }
 
-// ---------------------------------------------------------------------------------------------
-// The two bridges.
-
-Result<uint16_t> PickFreePort() {
-  ASSIGN_OR_RETURN(UniqueFd fd, ListenLoopbackTcp("127.0.0.1", 0));
-  return LocalPort(fd.get());  // closed on return: free again a moment later
+std::string JsonList(const std::vector<double>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += fmt::format("{}{:.6g}", i ? ", " : "", v[i]);
+  return s + "]";
 }
+
+Status ClientMain(const Options& o) {
+  uint16_t port = o.port;
+  if (!o.url_env.empty()) {
+    // http://127.0.0.1:<port>
+    std::string url = GetEnv(o.url_env.c_str());
+    while (!url.empty() && url.back() == '/') url.pop_back();
+    size_t colon = url.rfind(':');
+    if (colon == std::string::npos) {
+      return InvalidArgumentError(fmt::format("${}={:?}: no port", o.url_env, url));
+    }
+    port = static_cast<uint16_t>(std::atoi(url.c_str() + colon + 1));
+  }
+  if (port == 0) return InvalidArgumentError("client: --port or --url-env is required");
+  std::vector<double> seconds, first_byte_us;
+  for (int i = 0; i < o.reps; ++i) {
+    ASSIGN_OR_RETURN(double t, Throughput(port, o.bytes));
+    seconds.push_back(t);
+  }
+  for (int i = 0; i < o.ttfb_reps; ++i) {
+    ASSIGN_OR_RETURN(double t, FirstByte(port));
+    first_byte_us.push_back(t);
+  }
+  fmt::print("{{\"throughput_s\": {}, \"first_byte_us\": {}}}\n", JsonList(seconds),
+             JsonList(first_byte_us));
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The engine alone: both bridges in this process's reach.
 
 // Waits until something accepts on 127.0.0.1:port (socat binds after it starts).
 Status WaitListening(uint16_t port) {
@@ -267,55 +252,27 @@ Status WaitListening(uint16_t port) {
   return UnavailableError(fmt::format("nothing listens on 127.0.0.1:{} after 5 s", port));
 }
 
-struct CodespaceChain {
-  std::unique_ptr<BrokerBridge> bridge;
-  ChildProcess sandbox_relay;
-  uint16_t entry = 0;
-};
-
-Result<CodespaceChain> StartCodespaceChain(const Options& o, uint16_t broker_port) {
-  CodespaceChain c;
-  std::string sock = o.dir + "/codespace-bridge.sock";
-  ASSIGN_OR_RETURN(c.bridge, BrokerBridge::Start(sock, BrokerAddress::Tcp("127.0.0.1", broker_port)));
-  ASSIGN_OR_RETURN(Pipe ready, MakePipe());
-  SpawnOptions s;
-  s.argv = {"/proc/self/exe", "--sandbox-relay", sock, "3"};
-  s.fds = {{ready.write.get(), 3}};
-  s.parent_death_signal = SIGKILL;
-  ASSIGN_OR_RETURN(c.sandbox_relay, Spawn(s));
-  ready.write.reset();
-  ASSIGN_OR_RETURN(std::string report, ReadAll(ready.read.get()));
-  if (report.size() < 2 || report[0] != 'R') {
-    return InternalError(fmt::format("in-sandbox relay did not start: {}", report));
-  }
-  c.entry = static_cast<uint16_t>(std::atoi(report.c_str() + 1));
-  return c;
-}
-
 struct SocatChain {
-  ChildProcess to_broker;  // UNIX-LISTEN → TCP broker (the worker side)
-  ChildProcess entry_side; // TCP-LISTEN → UNIX-CONNECT (the sandbox side)
+  ChildProcess to_broker;   // UNIX-LISTEN → TCP broker (the worker side)
+  ChildProcess entry_side;  // TCP-LISTEN → UNIX-CONNECT (the sandbox side)
   uint16_t entry = 0;
 };
 
-Result<SocatChain> StartSocatChain(const Options& o, uint16_t broker_port,
-                                   const std::string& name, const std::vector<std::string>& extra) {
+Result<SocatChain> StartSocatChain(const Options& o, uint16_t broker_port) {
   SocatChain c;
-  std::string sock = o.dir + "/" + name + "-bridge.sock";
-  ::unlink(sock.c_str());
+  std::string sock = o.dir + "/socat-bridge.sock";
   SpawnOptions a;
-  a.argv = {o.socat};
-  for (const auto& x : extra) a.argv.push_back(x);
-  a.argv.push_back(fmt::format("UNIX-LISTEN:{},fork,unlink-early", sock));
-  a.argv.push_back(fmt::format("TCP:127.0.0.1:{},nodelay", broker_port));
+  a.argv = {o.socat, fmt::format("UNIX-LISTEN:{},fork,unlink-early", sock),
+            fmt::format("TCP:127.0.0.1:{},nodelay", broker_port)};
   a.parent_death_signal = SIGKILL;
   ASSIGN_OR_RETURN(c.to_broker, Spawn(a));
-  ASSIGN_OR_RETURN(c.entry, PickFreePort());
+  {
+    ASSIGN_OR_RETURN(UniqueFd probe, ListenLoopbackTcp("127.0.0.1", 0));
+    ASSIGN_OR_RETURN(c.entry, LocalPort(probe.get()));  // free again once `probe` closes
+  }
   SpawnOptions b;
-  b.argv = {o.socat};
-  for (const auto& x : extra) b.argv.push_back(x);
-  b.argv.push_back(fmt::format("TCP-LISTEN:{},bind=127.0.0.1,reuseaddr,fork,nodelay", c.entry));
-  b.argv.push_back(fmt::format("UNIX-CONNECT:{}", sock));
+  b.argv = {o.socat, fmt::format("TCP-LISTEN:{},bind=127.0.0.1,reuseaddr,fork,nodelay", c.entry),
+            fmt::format("UNIX-CONNECT:{}", sock)};
   b.parent_death_signal = SIGKILL;
   ASSIGN_OR_RETURN(c.entry_side, Spawn(b));
   for (int i = 0; i < 500 && ::access(sock.c_str(), F_OK) != 0; ++i) ::usleep(10000);
@@ -323,54 +280,59 @@ Result<SocatChain> StartSocatChain(const Options& o, uint16_t broker_port,
   return c;
 }
 
-std::string JsonList(const std::vector<double>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += fmt::format("{}{:.6g}", i ? ", " : "", v[i]);
-  return s + "]";
-}
+Status EngineMain(const Options& o) {
+  uint16_t broker_port = 0;
+  ASSIGN_OR_RETURN(UniqueFd listener, BlockingListener(&broker_port));
+  std::thread broker([fd = listener.get()] { AcceptLoop(fd); });
+  broker.detach();  // serves until the process exits
 
-Status Main(const Options& o) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Broker> broker, Broker::Start());
-  ASSIGN_OR_RETURN(CodespaceChain cs, StartCodespaceChain(o, broker->port()));
-  // socat as it comes (8 KiB buffer), and with the relay's 64 KiB.
-  ASSIGN_OR_RETURN(SocatChain so, StartSocatChain(o, broker->port(), "socat", {}));
-  ASSIGN_OR_RETURN(SocatChain so64, StartSocatChain(o, broker->port(), "socat64k", {"-b65536"}));
-  // WaitListening's probe connections reached the broker too: let them drain.
-  if (!broker->WaitIdle(std::chrono::seconds(5))) return UnavailableError("broker never idle");
+  std::string sock = o.dir + "/codespace-bridge.sock";
+  ASSIGN_OR_RETURN(std::unique_ptr<BrokerBridge> bridge,
+                   BrokerBridge::Start(sock, BrokerAddress::Tcp("127.0.0.1", broker_port)));
+  ASSIGN_OR_RETURN(Pipe ready, MakePipe());
+  SpawnOptions s;
+  s.argv = {"/proc/self/exe", "--sandbox-relay", sock, "3"};
+  s.fds = {{ready.write.get(), 3}};
+  s.parent_death_signal = SIGKILL;
+  ASSIGN_OR_RETURN(ChildProcess sandbox_relay, Spawn(s));
+  ready.write.reset();
+  ASSIGN_OR_RETURN(std::string report, ReadAll(ready.read.get()));
+  if (report.size() < 2 || report[0] != 'R') {
+    return InternalError(fmt::format("in-sandbox relay did not start: {}", report));
+  }
+  uint16_t relay_entry = static_cast<uint16_t>(std::atoi(report.c_str() + 1));
+  ASSIGN_OR_RETURN(SocatChain socat, StartSocatChain(o, broker_port));
 
   struct Path {
     std::string name;
     uint16_t entry;
     std::vector<double> seconds, first_byte_us;
   };
-  std::vector<Path> paths = {{"relay", cs.entry, {}, {}},
-                             {"socat", so.entry, {}, {}},
-                             {"socat64k", so64.entry, {}, {}},
-                             {"direct", broker->port(), {}, {}}};
+  std::vector<Path> paths = {
+      {"relay", relay_entry, {}, {}}, {"socat", socat.entry, {}, {}}, {"direct", broker_port, {}, {}}};
   // One small warm-up each (page cache, socat's first fork), not counted.
-  for (const Path& p : paths) RETURN_IF_ERROR(Throughput(*broker, p.entry, 16 << 20).status());
+  for (const Path& p : paths) RETURN_IF_ERROR(Throughput(p.entry, 16 << 20).status());
   for (int i = 0; i < o.reps; ++i) {
     for (Path& p : paths) {
-      ASSIGN_OR_RETURN(double t, Throughput(*broker, p.entry, o.bytes));
+      ASSIGN_OR_RETURN(double t, Throughput(p.entry, o.bytes));
       p.seconds.push_back(t);
     }
   }
   for (int i = 0; i < o.ttfb_reps; ++i) {
     for (Path& p : paths) {
-      ASSIGN_OR_RETURN(double t, FirstByte(*broker, p.entry));
+      ASSIGN_OR_RETURN(double t, FirstByte(p.entry));
       p.first_byte_us.push_back(t);
     }
   }
   std::string out = fmt::format("{{\"bytes\": {}, \"bridge_bytes_to_broker\": {}", o.bytes,
-                                cs.bridge->stats().bytes_to_target);
+                                bridge->stats().bytes_to_target);
   for (const Path& p : paths) {
     out += fmt::format(", \"{}\": {{\"throughput_s\": {}, \"first_byte_us\": {}}}", p.name,
                        JsonList(p.seconds), JsonList(p.first_byte_us));
   }
   fmt::print("{}}}\n", out);
-  cs.bridge->Stop();
-  for (ChildProcess* c : {&cs.sandbox_relay, &so.to_broker, &so.entry_side, &so64.to_broker,
-                          &so64.entry_side}) {
+  bridge->Stop();
+  for (ChildProcess* c : {&sandbox_relay, &socat.to_broker, &socat.entry_side}) {
     c->Signal(SIGKILL).IgnoreError();
     auto reaped = c->Wait();
     (void)reaped;
@@ -378,45 +340,50 @@ Status Main(const Options& o) {
   return OkStatus();
 }
 
+int Usage() {
+  std::fprintf(stderr,
+               "usage: relay_bench broker --port-file F\n"
+               "       relay_bench client (--port P | --url-env NAME) [--bytes N] [--reps R] "
+               "[--ttfb-reps M]\n"
+               "       relay_bench engine --dir D [--bytes N] [--reps R] [--ttfb-reps M] "
+               "[--socat PATH]\n");
+  return 2;
+}
+
 }  // namespace
 }  // namespace codespace::bench
 
 int main(int argc, char** argv) {
-  using codespace::bench::Options;
-  // The in-sandbox half, re-executed: relay_bench --sandbox-relay SOCKET READY_FD
+  namespace b = codespace::bench;
+  // The in-sandbox half of the engine mode, re-executed: relay_bench --sandbox-relay SOCKET FD
   if (argc == 4 && std::string(argv[1]) == "--sandbox-relay") {
     return codespace::RunSandboxRelay(0, argv[2], std::atoi(argv[3]));
   }
+  if (argc < 2) return b::Usage();
   ::signal(SIGPIPE, SIG_IGN);
-  Options o;
-  for (int i = 1; i < argc; ++i) {
+  std::string mode = argv[1];
+  b::Options o;
+  for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "relay_bench: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--bytes") o.bytes = std::strtoull(value().c_str(), nullptr, 10);
-    else if (a == "--reps") o.reps = std::atoi(value().c_str());
-    else if (a == "--ttfb-reps") o.ttfb_reps = std::atoi(value().c_str());
-    else if (a == "--socat") o.socat = value();
-    else if (a == "--dir") o.dir = value();
-    else {
-      std::fprintf(stderr,
-                   "usage: relay_bench --dir DIR [--bytes N] [--reps R] [--ttfb-reps M] "
-                   "[--socat PATH]\n");
-      return 2;
-    }
+    if (i + 1 >= argc) return b::Usage();
+    std::string v = argv[++i];
+    if (a == "--bytes") o.bytes = std::strtoull(v.c_str(), nullptr, 10);
+    else if (a == "--reps") o.reps = std::atoi(v.c_str());
+    else if (a == "--ttfb-reps") o.ttfb_reps = std::atoi(v.c_str());
+    else if (a == "--port") o.port = static_cast<uint16_t>(std::atoi(v.c_str()));
+    else if (a == "--url-env") o.url_env = v;
+    else if (a == "--port-file") o.port_file = v;
+    else if (a == "--socat") o.socat = v;
+    else if (a == "--dir") o.dir = v;
+    else return b::Usage();
   }
-  if (o.dir.empty()) {
-    std::fprintf(stderr, "relay_bench: --dir is required (where the unix sockets go)\n");
-    return 2;
-  }
-  codespace::Status s = codespace::bench::Main(o);
+  codespace::Status s;
+  if (mode == "broker" && !o.port_file.empty()) s = b::BrokerMain(o);
+  else if (mode == "client") s = b::ClientMain(o);
+  else if (mode == "engine" && !o.dir.empty()) s = b::EngineMain(o);
+  else return b::Usage();
   if (!s.ok()) {
-    std::fprintf(stderr, "relay_bench: %s\n", s.message().c_str());
+    std::fprintf(stderr, "relay_bench %s: %s\n", mode.c_str(), s.message().c_str());
     return 1;
   }
   return 0;

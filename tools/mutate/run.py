@@ -545,7 +545,7 @@ def main() -> int:
     parts = [f"{counts[s]} {s if s != 'survived' else 'controls survived as expected'}"
              for s in order if counts.get(s)]
     elapsed = int(time.monotonic() - started)
-    print(f"total: {len(outcomes)} of {len(muts)} mutations: {', '.join(parts)} "
+    print(f"total: {len(outcomes)} of {len(muts)} mutations: {', '.join(parts) or 'none judged'} "
           f"in {elapsed // 60}m{elapsed % 60:02d}s (logs: {logs})")
     if interrupted:
         print(f"make mutate: interrupted ({interrupted}); scratch tree removed", file=sys.stderr)
