@@ -11,10 +11,12 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <linux/close_range.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -233,6 +235,24 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
     }
     for (int i = 0; i < 3; ++i) {
       if (!set[i] && ::dup2(devnull.get(), i) < 0) ChildFail(efd, 3);
+    }
+    // Nothing else the caller had open reaches the program: every descriptor above 2 that is
+    // not a mapping's target is marked close-on-exec (the caller's own non-CLOEXEC ones, from a
+    // shell or a library, would otherwise walk into the sandbox).
+    {
+      int targets[64];
+      size_t nt = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (o.fds[i].second > 2) targets[nt++] = o.fds[i].second;
+      }
+      std::sort(targets, targets + nt);
+      unsigned next = 3;
+      for (size_t i = 0; i < nt; ++i) {
+        unsigned t = static_cast<unsigned>(targets[i]);
+        if (t > next) ::syscall(SYS_close_range, next, t - 1, CLOSE_RANGE_CLOEXEC);
+        next = std::max(next, t + 1);
+      }
+      ::syscall(SYS_close_range, next, ~0u, CLOSE_RANGE_CLOEXEC);
     }
     if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) ChildFail(efd, 2);
     sigset_t none;

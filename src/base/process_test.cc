@@ -1,6 +1,7 @@
 #include "base/process.h"
 
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 
 #include <cerrno>
@@ -48,6 +49,26 @@ TEST(ProcessTest, EnvironmentIsExactlyWhatWasGiven) {
   auto out = RunCommand({"/usr/bin/env"}, std::vector<std::string>{"ONLY=this"});
   ASSERT_OK(out);
   EXPECT_EQ(out->output, "ONLY=this\n");
+}
+
+// A descriptor the caller left open without close-on-exec does not reach the child; mapped
+// ones do.
+TEST(ProcessTest, OnlyMappedDescriptorsReachTheChild) {
+  int leaked = ::open("/dev/null", O_RDONLY);  // no O_CLOEXEC, on purpose
+  ASSERT_GE(leaked, 3);
+  auto pipe = MakePipe();
+  ASSERT_OK(pipe);
+  SpawnOptions o;
+  o.argv = {"/bin/sh", "-c", "ls /proc/self/fd >&7"};
+  o.fds = {{pipe->write.get(), 7}};
+  auto child = Spawn(o);
+  ::close(leaked);
+  ASSERT_OK(child);
+  pipe->write.reset();
+  std::string fds = *ReadAll(pipe->read.get());
+  ASSERT_OK(child->Wait());
+  // ls itself opens one descriptor for the directory: 0, 1, 2, 7 and that one (3).
+  EXPECT_EQ(fds, "0\n1\n2\n3\n7\n") << "leaked fd was " << leaked;
 }
 
 TEST(ProcessTest, WaitForTimesOutThenSignalKills) {

@@ -548,7 +548,9 @@ def main() -> int:
     print(f"total: {len(outcomes)} of {len(muts)} mutations: {', '.join(parts) or 'none judged'} "
           f"in {elapsed // 60}m{elapsed % 60:02d}s (logs: {logs})")
     if interrupted:
-        print(f"make mutate: interrupted ({interrupted}); scratch tree removed", file=sys.stderr)
+        print(f"make mutate: interrupted ({interrupted}); scratch tree removed. A lane test "
+              "killed mid-way may leave a /tmp/codespace-lane.* dir (its namespaces are removed "
+              "by the next FakeInternet::Create)", file=sys.stderr)
         return 130
     return 0 if all(o.ok for o in outcomes) else 1
 
