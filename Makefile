@@ -13,7 +13,7 @@ DEBS := build-essential cmake ninja-build pkg-config clang-format \
         libnftables-dev libmnl-dev \
         libgtest-dev libgmock-dev
 
-.PHONY: deps agents build run test unit lanes install format clean mutate bench
+.PHONY: deps agents build run test unit lanes install format clean mutate bench fuzz
 
 # Installs only what is missing, so a warm machine pays nothing.
 deps:
@@ -95,3 +95,21 @@ bench: deps
 	  else echo "bench: no npm; the srt row says so" >&2; fi; \
 	fi
 	python3 bench/run_bench.py --build build-release $(BENCH_ARGS)
+
+# The API's fuzz target (src/api request parsing and run-spec validation) under clang's
+# libFuzzer and ASan, for FUZZ_SECONDS, from the seed corpus in fuzz/corpus (new finds go to
+# $(BUILD)/fuzz-corpus, not into the repo). `make test` runs a deterministic replay instead.
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD := $(BUILD)/fuzz
+fuzz: deps
+	@command -v clang++ >/dev/null && [ -n "$$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a 2>/dev/null)" ] || \
+	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q clang libclang-rt-14-dev; }
+	mkdir -p $(FUZZ_BUILD) $(BUILD)/fuzz-corpus
+	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Isrc \
+	  fuzz/api_request_fuzzer.cc src/api/http.cc src/api/spec_check.cc \
+	  src/store/record_json.cc src/store/run_record.cc src/run/run_spec.cc \
+	  src/policy/egress_policy.cc src/relay/relay.cc src/plan/plan.cc src/plan/admission.cc \
+	  src/posture/host_facts.cc src/base/status.cc src/base/unique_fd.cc \
+	  -lfmt -o $(FUZZ_BUILD)/api_request_fuzzer
+	$(FUZZ_BUILD)/api_request_fuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
+	  -timeout=10 $(BUILD)/fuzz-corpus fuzz/corpus

@@ -41,6 +41,8 @@
 #include "worker/namespace_sweep.h"
 #include "worker/worker.h"
 #include "cli/log_follow.h"
+#include "api/api_server.h"
+#include "api/worker_client.h"
 #include "supervisor/run_dir.h"
 #include "supervisor/supervisor.h"
 
@@ -131,7 +133,75 @@ Result<std::unique_ptr<SqliteRunStore>> OpenStore(const std::string& state_dir) 
   return SqliteRunStore::Open(state_dir + "/codespace.db");
 }
 
-int CmdPosture() {
+// --- Through a running worker's API -------------------------------------------------------
+// When `codespace worker` serves <state dir>/api.sock, the client commands ask it rather than
+// the store (same output); when nothing answers there, they read the store as before.
+
+int PosturePrint(const std::string& line, const std::string& refusal) {
+  fmt::print("{}\n", line);
+  if (refusal.empty()) return 0;
+  fmt::print(stderr, "codespace: {}\n", refusal);
+  return kExitCodespaceFailed;
+}
+
+template <typename T>
+bool ApiFailed(const Result<T>& r) {
+  if (r.ok()) return false;
+  PrintError(r.status());
+  return true;
+}
+
+int ApiPosture(api::WorkerClient& api) {
+  auto p = api.GetPosture();
+  if (ApiFailed(p)) return kExitCodespaceFailed;
+  return PosturePrint(p->line, p->refusal);
+}
+
+int ApiPlan(api::WorkerClient& api, const RunSpec& spec, bool quiet) {
+  if (!quiet) {
+    auto p = api.GetPosture();
+    if (p.ok()) fmt::print(stderr, "{}\n", p->line);
+  }
+  auto planned = api.Plan(spec);
+  if (ApiFailed(planned)) return kExitCodespaceFailed;
+  const Admission& a = planned->admission;
+  fmt::print("admitted: {}\nplan: {}\nnetwork: {}\nnamespace: {}\nreason: {}\n",
+             a.admitted ? "yes" : "no", PlanName(a.decision.plan),
+             NetworkPostureName(PostureOfPlan(a.decision.plan)),
+             a.namespace_name.empty() ? "-" : a.namespace_name + " (for run " + planned->run_id + ")",
+             a.reason.empty() ? "-" : a.reason);
+  return a.admitted ? 0 : kExitCodespaceFailed;
+}
+
+int ExitCodeOf(const RunRecord& r);
+
+int ApiSubmit(api::WorkerClient& api, const RunSpec& spec) {
+  auto created = api.Submit(spec);
+  if (ApiFailed(created)) return kExitCodespaceFailed;
+  fmt::print("{}\n", created->id);
+  return created->state == RunState::kRefused ? ExitCodeOf(*created) : 0;
+}
+
+int ApiLogs(api::WorkerClient& api, const std::string& id, bool follow) {
+  Status s = api.Logs(id, follow, STDOUT_FILENO, STDERR_FILENO);
+  if (!s.ok()) PrintError(s);
+  return s.ok() ? 0 : kExitCodespaceFailed;
+}
+
+int ApiCancel(api::WorkerClient& api, const std::string& id) {
+  Status s = api.Cancel(id);
+  if (!s.ok()) {
+    PrintError(s);
+    return kExitCodespaceFailed;
+  }
+  fmt::print("cancel requested for run {}\n", id);
+  return 0;
+}
+
+// --- end of the API client side ----------------------------------------------------------
+
+int CmdPosture(const std::string& state_dir) {
+  if (auto api = api::WorkerClient::IfServing(state_dir)) return ApiPosture(*api);
   HostFacts facts = ProbeHost(ProbeOptionsFromEnvironment());
   fmt::print("{}\n", PostureLine(facts));
   std::string refusal = ConfinementRefusal(facts);
@@ -142,7 +212,7 @@ int CmdPosture() {
   return 0;
 }
 
-int CmdPlan(const SpecFlags& flags, bool quiet) {
+int CmdPlan(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
   SpecFlags f = flags;
   f.command = {"true"};
   auto spec = SpecFromFlags(f);
@@ -150,6 +220,7 @@ int CmdPlan(const SpecFlags& flags, bool quiet) {
     PrintError(spec.status());
     return kExitCodespaceFailed;
   }
+  if (auto api = api::WorkerClient::IfServing(state_dir)) return ApiPlan(*api, *spec, quiet);
   HostFacts facts = ProbeAndReport(quiet);
   std::string id = NewRunId();
   Admission a = Admit(facts, *spec, id);
@@ -283,6 +354,11 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
 }
 
 int CmdSubmit(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
+  if (auto api = api::WorkerClient::IfServing(state_dir)) {
+    auto spec = SpecFromFlags(flags);
+    if (ApiFailed(spec)) return kExitCodespaceFailed;
+    return ApiSubmit(*api, *spec);
+  }
   auto session = StartSession(state_dir, quiet);
   if (!session.ok()) {
     PrintError(session.status());
@@ -311,7 +387,26 @@ int CmdWorker(bool quiet, const std::string& state_dir) {
   ::sigaction(SIGTERM, &sa, nullptr);
   fmt::print(stderr, "codespace worker: state dir {}; submit runs with `codespace submit`\n",
              state_dir);
+  // The HTTP API (src/api), beside the worker loop, on its own store connection.
+  auto api_store = OpenStore(state_dir);
+  auto api_config = api::ApiServerConfigFromEnvironment(state_dir);
+  if (!api_store.ok() || !api_config.ok()) {
+    PrintError(api_store.ok() ? api_config.status() : api_store.status());
+    return kExitCodespaceFailed;
+  }
+  auto api_server = api::ApiServer::Start(
+      *api_config, std::make_unique<api::ApiHandler>(session->facts, api_store->get(), state_dir,
+                                                     RunnerConfig{}));
+  if (!api_server.ok()) {
+    PrintError(api_server.status().WithContext("worker API"));
+    return kExitCodespaceFailed;
+  }
+  if (!quiet) {
+    fmt::print(stderr, "codespace worker: API on unix:{}{}\n", api_config->unix_path,
+               api_config->tcp_listen.empty() ? "" : " and tcp:" + api_config->tcp_listen);
+  }
   Status s = RunWorker(*session->store, MakeWorkerConfig(state_dir), session->facts, g_interrupted);
+  (*api_server)->Stop();
   if (!s.ok()) {
     PrintError(s);
     return kExitCodespaceFailed;
@@ -320,6 +415,7 @@ int CmdWorker(bool quiet, const std::string& state_dir) {
 }
 
 int CmdLogs(const std::string& state_dir, const std::string& id, bool follow_flag) {
+  if (auto api = api::WorkerClient::IfServing(state_dir)) return ApiLogs(*api, id, follow_flag);
   auto store = OpenStore(state_dir);
   if (!store.ok()) {
     PrintError(store.status());
@@ -343,6 +439,7 @@ int CmdLogs(const std::string& state_dir, const std::string& id, bool follow_fla
 }
 
 int CmdCancel(const std::string& state_dir, const std::string& id) {
+  if (auto api = api::WorkerClient::IfServing(state_dir)) return ApiCancel(*api, id);
   auto store = OpenStore(state_dir);
   if (!store.ok()) {
     PrintError(store.status());
@@ -373,7 +470,8 @@ int CmdRuns(const std::string& state_dir, const std::string& state, size_t limit
     }
     opts.state = *s;
   }
-  auto runs = (*store)->List(opts);
+  auto api = api::WorkerClient::IfServing(state_dir);
+  auto runs = api ? api->List(opts) : (*store)->List(opts);
   if (!runs.ok()) {
     PrintError(runs.status());
     return kExitCodespaceFailed;
@@ -397,13 +495,14 @@ int CmdShow(const std::string& state_dir, const std::string& id, bool json) {
     return kExitCodespaceFailed;
   }
   Result<RunRecord> rec = NotFoundError("no runs");
+  auto api = api::WorkerClient::IfServing(state_dir);
   if (id == "latest") {
     RunListOptions opts;
     opts.limit = 1;
-    auto runs = (*store)->List(opts);
+    auto runs = api ? api->List(opts) : (*store)->List(opts);
     if (runs.ok() && !runs->empty()) rec = runs->front();
   } else {
-    rec = (*store)->Get(id);
+    rec = api ? api->Get(id) : (*store)->Get(id);
   }
   if (!rec.ok()) {
     PrintError(rec.status());
@@ -481,8 +580,8 @@ int Main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : kExitCodespaceFailed;
   }
-  if (app.got_subcommand("posture")) return CmdPosture();
-  if (app.got_subcommand("plan")) return CmdPlan(plan_flags, quiet);
+  if (app.got_subcommand("posture")) return CmdPosture(state_dir);
+  if (app.got_subcommand("plan")) return CmdPlan(plan_flags, quiet, state_dir);
   if (app.got_subcommand("run")) return CmdRun(run_flags, quiet, state_dir);
   if (app.got_subcommand("runs")) return CmdRuns(state_dir, runs_state, runs_limit, runs_json);
   if (app.got_subcommand("show")) return CmdShow(state_dir, show_id, show_json);

@@ -1,0 +1,424 @@
+#include "api/api_handler.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "api/spec_check.h"
+#include "base/unique_fd.h"
+#include "plan/admission.h"
+#include "store/record_json.h"
+#include "supervisor/run_dir.h"
+#include "worker/worker.h"
+
+namespace codespace::api {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+HttpResponse JsonResponse(int status, const Json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = Dump(body);
+  return r;
+}
+
+// The record as the store's own JSON (one format everywhere), parsed back into the tree so it
+// can sit inside a larger answer.
+Json RecordValue(const RunRecord& record) {
+  return Json::parse(RunRecordToJson(record), nullptr, false);
+}
+
+HttpResponse StatusResponse(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kNotFound:
+      return ErrorResponse(404, s.message());
+    case StatusCode::kInvalidArgument:
+      return ErrorResponse(400, s.message());
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kAborted:
+    case StatusCode::kAlreadyExists:
+      return ErrorResponse(409, s.message());
+    case StatusCode::kUnavailable:
+      return ErrorResponse(503, s.message());
+    default:
+      return ErrorResponse(500, s.message());
+  }
+}
+
+HttpResponse SpecErrorResponse(const SpecError& e) {
+  return ErrorResponse(400, e.message, e.field);
+}
+
+// Parses and checks a submitted spec; on failure fills *error.
+std::optional<RunSpec> SpecFromRequest(const HttpRequest& req, HttpResponse* error) {
+  // The media type alone (parameters such as charset ignored); a repeated header (joined with
+  // ", ") never matches.
+  std::string ct = req.Header("content-type");
+  ct = ct.substr(0, ct.find(';'));
+  while (!ct.empty() && ct.back() == ' ') ct.pop_back();
+  for (char& c : ct) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (!ct.empty() && ct != "application/json") {
+    *error = ErrorResponse(415, "Content-Type must be application/json", "Content-Type");
+    return std::nullopt;
+  }
+  SpecResult parsed = ParseSubmittedSpec(req.body);
+  if (auto* e = std::get_if<SpecError>(&parsed)) {
+    *error = SpecErrorResponse(*e);
+    return std::nullopt;
+  }
+  RunSpec spec = std::get<RunSpec>(std::move(parsed));
+  SpecError host = CheckSpecOnHost(spec);
+  if (!host.message.empty()) {
+    *error = SpecErrorResponse(host);
+    return std::nullopt;
+  }
+  return spec;
+}
+
+std::optional<size_t> ParseSize(const std::string& text) {
+  if (text.empty() || text.size() > 9) return std::nullopt;
+  size_t n = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<size_t>(c - '0');
+  }
+  return n;
+}
+
+// "/v1/runs/{id}[/rest]" → id and rest.
+bool SplitRunPath(const std::string& path, std::string* id, std::string* rest) {
+  constexpr std::string_view kPrefix = "/v1/runs/";
+  if (path.compare(0, kPrefix.size(), kPrefix) != 0) return false;
+  std::string tail = path.substr(kPrefix.size());
+  size_t slash = tail.find('/');
+  *id = tail.substr(0, slash);
+  *rest = slash == std::string::npos ? "" : tail.substr(slash);
+  return !id->empty();
+}
+
+HttpResponse MethodNotAllowed(std::string_view allowed) {
+  HttpResponse r = ErrorResponse(405, fmt::format("method not allowed; use {}", allowed));
+  r.headers.emplace_back("Allow", std::string(allowed));
+  return r;
+}
+
+}  // namespace
+
+HttpResponse ApiHandler::Respond(const HttpRequest& req) {
+  const std::string& p = req.path;
+  if (p == "/v1/posture") {
+    if (req.method != "GET") return MethodNotAllowed("GET");
+    Json j;
+    j["line"] = PostureLine(facts_);
+    j["uid"] = facts_.uid;
+    j["confines"] = facts_.confines;
+    j["bwrap"] = facts_.bwrap_path;
+    j["confine_error"] = facts_.confine_error;
+    j["tools"] = facts_.tools();
+    j["can_filter"] = facts_.can_filter();
+    j["filter_unavailable"] = facts_.verdict.unavailable_reason;
+    j["allowlist"] = std::string(AllowlistOutcomeWord(facts_));
+    j["refusal"] = ConfinementRefusal(facts_);
+    return JsonResponse(200, j);
+  }
+  if (p == "/v1/admission") {
+    if (req.method != "POST") return MethodNotAllowed("POST");
+    HttpResponse error;
+    auto spec = SpecFromRequest(req, &error);
+    if (!spec) return error;
+    std::string id = NewRunId();
+    Admission a = runner_.Plan(*spec, id);
+    Json j;
+    j["admitted"] = a.admitted;
+    j["plan"] = std::string(PlanName(a.decision.plan));
+    j["network"] = std::string(NetworkPostureName(PostureOfPlan(a.decision.plan)));
+    j["namespace"] = a.namespace_name;
+    j["reason"] = a.reason;
+    j["run_id"] = id;  // the id the predicted namespace is for (not reserved)
+    return JsonResponse(200, j);
+  }
+  if (p == "/v1/runs") {
+    if (req.method == "POST") {
+      HttpResponse error;
+      auto spec = SpecFromRequest(req, &error);
+      if (!spec) return error;
+      Result<RunRecord> created = runner_.Create(*spec);
+      if (!created.ok()) return StatusResponse(created.status());
+      if (created->state == RunState::kRefused) {
+        Json j;
+        j["error"] = created->reason;
+        j["record"] = RecordValue(*created);
+        return JsonResponse(422, j);
+      }
+      HttpResponse r = JsonResponse(201, RecordValue(*created));
+      r.headers.emplace_back("Location", "/v1/runs/" + created->id);
+      return r;
+    }
+    if (req.method != "GET") return MethodNotAllowed("GET, POST");
+    RunListOptions opts;
+    for (const auto& [key, value] : req.query) {
+      if (key == "state") {
+        auto s = ParseRunState(value);
+        if (!s.ok()) return ErrorResponse(400, s.status().message(), "state");
+        opts.state = *s;
+      } else if (key == "limit") {
+        auto n = ParseSize(value);
+        if (!n || *n < 1 || *n > 1000) {
+          return ErrorResponse(400, "limit must be an integer 1..1000", "limit");
+        }
+        opts.limit = *n;
+      } else if (key == "offset") {
+        auto n = ParseSize(value);
+        if (!n) return ErrorResponse(400, "offset must be a non-negative integer", "offset");
+        opts.offset = *n;
+      } else {
+        return ErrorResponse(400, fmt::format("unknown query parameter \"{}\"", key), key);
+      }
+    }
+    auto runs = store_->List(opts);
+    if (!runs.ok()) return StatusResponse(runs.status());
+    Json list = Json::array();
+    for (const RunRecord& r : *runs) list.push_back(RecordValue(r));
+    Json j;
+    j["runs"] = std::move(list);
+    j["limit"] = opts.limit;
+    j["offset"] = opts.offset;
+    return JsonResponse(200, j);
+  }
+  if (p == "/metrics") {
+    if (req.method != "GET") return MethodNotAllowed("GET");
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = Metrics();
+    return r;
+  }
+  std::string id, rest;
+  if (SplitRunPath(p, &id, &rest)) {
+    if (!IsValidRunId(id)) return ErrorResponse(404, fmt::format("no run \"{}\"", id), "id");
+    if (rest.empty()) {
+      if (req.method != "GET") return MethodNotAllowed("GET");
+      auto rec = store_->Get(id);
+      if (!rec.ok()) return StatusResponse(rec.status());
+      return JsonResponse(200, RecordValue(*rec));
+    }
+    if (rest == "/cancel") {
+      if (req.method != "POST") return MethodNotAllowed("POST");
+      auto rec = store_->Get(id);
+      if (!rec.ok()) return StatusResponse(rec.status());
+      if (IsTerminal(rec->state)) {
+        return ErrorResponse(409,
+                             fmt::format("run {} is already {}", id, RunStateName(rec->state)));
+      }
+      Status s = RequestCancel(*store_, state_dir_, id);
+      if (!s.ok()) return StatusResponse(s);
+      auto after = store_->Get(id);
+      if (!after.ok()) return StatusResponse(after.status());
+      return JsonResponse(202, RecordValue(*after));
+    }
+    if (rest == "/logs") {
+      if (req.method != "GET") return MethodNotAllowed("GET");
+      // Streamed by Handle; here only when called directly.
+      return ErrorResponse(400, "logs are streamed; use Handle");
+    }
+  }
+  return ErrorResponse(404, fmt::format("no route {} {}", req.method, p));
+}
+
+bool ApiHandler::Handle(const HttpRequest& req, ResponseWriter& out,
+                        const std::atomic<bool>& stop) {
+  std::string id, rest;
+  if (req.method == "GET" && SplitRunPath(req.path, &id, &rest) && rest == "/logs" &&
+      IsValidRunId(id)) {
+    return StreamLogs(req, id, out, stop);
+  }
+  HttpResponse r = Respond(req);
+  return out.Write(SerializeResponse(r, req.keep_alive)) && req.keep_alive;
+}
+
+bool ApiHandler::StreamLogs(const HttpRequest& req, const std::string& id, ResponseWriter& out,
+                            const std::atomic<bool>& stop) {
+  auto fail = [&](const HttpResponse& r) {
+    return out.Write(SerializeResponse(r, req.keep_alive)) && req.keep_alive;
+  };
+  bool want[2] = {true, true};
+  bool framed = true;
+  bool follow = true;
+  for (const auto& [key, value] : req.query) {
+    if (key == "stream") {
+      if (value == "stdout") {
+        want[1] = false;
+        framed = false;
+      } else if (value == "stderr") {
+        want[0] = false;
+        framed = false;
+      } else if (value != "both") {
+        return fail(ErrorResponse(400, "stream must be stdout, stderr or both", "stream"));
+      }
+    } else if (key == "follow") {
+      if (value == "true" || value == "1") {
+        follow = true;
+      } else if (value == "false" || value == "0") {
+        follow = false;
+      } else {
+        return fail(ErrorResponse(400, "follow must be true or false", "follow"));
+      }
+    } else {
+      return fail(ErrorResponse(400, fmt::format("unknown query parameter \"{}\"", key), key));
+    }
+  }
+  auto rec = store_->Get(id);
+  if (!rec.ok()) return fail(StatusResponse(rec.status()));
+
+  if (!out.Write(ChunkedResponseHead(
+          200, framed ? "application/vnd.codespace.log-frames" : "application/octet-stream",
+          req.keep_alive))) {
+    return false;
+  }
+  RunDir dir = RunDirFor(state_dir_, id);
+  const std::string paths[2] = {dir.stdout_path(), dir.stderr_path()};
+  const char* tags[2] = {"stdout", "stderr"};
+  UniqueFd fds[2];
+  std::vector<char> buf(64 * 1024);
+  // Copies what is new; false when the client is gone.
+  auto pump = [&](size_t* copied) {
+    for (int i = 0; i < 2; ++i) {
+      if (!want[i]) continue;
+      if (!fds[i]) {
+        auto fd = OpenFile(paths[i].c_str(), O_RDONLY);
+        if (!fd.ok()) continue;  // not there yet
+        fds[i] = std::move(*fd);
+      }
+      for (;;) {
+        ssize_t n = ::read(fds[i].get(), buf.data(), buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        std::string_view data(buf.data(), static_cast<size_t>(n));
+        std::string frame =
+            framed ? fmt::format("{} {}\n", tags[i], n) + std::string(data) : std::string(data);
+        if (!out.Write(ChunkFrame(frame))) return false;
+        *copied += static_cast<size_t>(n);
+      }
+    }
+    return true;
+  };
+  bool terminal = IsTerminal(rec->state);
+  auto last_check = std::chrono::steady_clock::now();
+  for (;;) {
+    size_t copied = 0;
+    if (!pump(&copied)) return false;
+    if (!follow || terminal) break;
+    if (stop.load()) return false;  // no clean end: the client sees the stream cut
+    if (copied == 0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_check >= std::chrono::milliseconds(200)) {
+      last_check = now;
+      auto again = store_->Get(id);
+      // Terminal: the record was written from status.json, so the logs are sealed; one more
+      // pump (the next loop turn) drains what came since.
+      if (again.ok()) terminal = IsTerminal(again->state);
+    }
+  }
+  return out.Write(ChunkFrame("")) && req.keep_alive;
+}
+
+std::string ApiHandler::Metrics() {
+  std::map<std::string, uint64_t> by_state, by_network;
+  for (RunState s : {RunState::kQueued, RunState::kRunning, RunState::kExited, RunState::kAborted,
+                     RunState::kRefused, RunState::kCancelled, RunState::kLost}) {
+    by_state[std::string(RunStateName(s))] = 0;
+  }
+  for (NetworkPosture n : {NetworkPosture::kNone, NetworkPosture::kFiltered,
+                           NetworkPosture::kSevered, NetworkPosture::kShared}) {
+    by_network[std::string(NetworkPostureName(n))] = 0;
+  }
+  uint64_t refused_names = 0, dropped = 0, broker_to = 0, broker_from = 0, broker_conns = 0,
+           broker_failed = 0, delay_count = 0;
+  double delay_sum = 0;
+  static constexpr double kBuckets[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+  uint64_t bucket_counts[std::size(kBuckets)] = {};
+  bool store_ok = true;
+  RunListOptions opts;
+  opts.limit = 1000;
+  for (;;) {
+    auto page = store_->List(opts);
+    if (!page.ok()) {
+      store_ok = false;
+      break;
+    }
+    for (const RunRecord& r : *page) {
+      by_state[std::string(RunStateName(r.state))]++;
+      by_network[std::string(NetworkPostureName(r.network))]++;
+      refused_names += r.network_report.dns_refused.size();
+      dropped += r.network_report.dropped_packets;
+      broker_to += r.network_report.broker_bytes_to;
+      broker_from += r.network_report.broker_bytes_from;
+      broker_conns += r.network_report.broker_connections;
+      broker_failed += r.network_report.broker_failed;
+      if (r.started_ms > 0 && r.created_ms > 0 && r.started_ms >= r.created_ms) {
+        double seconds = static_cast<double>(r.started_ms - r.created_ms) / 1000.0;
+        delay_sum += seconds;
+        ++delay_count;
+        for (size_t i = 0; i < std::size(kBuckets); ++i) {
+          if (seconds <= kBuckets[i]) bucket_counts[i]++;
+        }
+      }
+    }
+    if (page->size() < opts.limit) break;
+    opts.offset += opts.limit;
+  }
+  std::string out;
+  out += "# HELP codespace_store_up Whether the run store answered.\n";
+  out += "# TYPE codespace_store_up gauge\n";
+  out += fmt::format("codespace_store_up {}\n", store_ok ? 1 : 0);
+  out += "# HELP codespace_runs Runs in the store, by state.\n# TYPE codespace_runs gauge\n";
+  for (const auto& [k, v] : by_state)
+    out += fmt::format("codespace_runs{{state=\"{}\"}} {}\n", k, v);
+  out +=
+      "# HELP codespace_runs_by_network Runs in the store, by network posture.\n"
+      "# TYPE codespace_runs_by_network gauge\n";
+  for (const auto& [k, v] : by_network) {
+    out += fmt::format("codespace_runs_by_network{{network=\"{}\"}} {}\n", k, v);
+  }
+  out +=
+      "# HELP codespace_dns_refused_names_total DNS names refused by runs' gates, summed from "
+      "records.\n# TYPE codespace_dns_refused_names_total counter\n";
+  out += fmt::format("codespace_dns_refused_names_total {}\n", refused_names);
+  out +=
+      "# HELP codespace_dropped_packets_total Packets dropped by runs' firewalls, summed from "
+      "records.\n# TYPE codespace_dropped_packets_total counter\n";
+  out += fmt::format("codespace_dropped_packets_total {}\n", dropped);
+  out +=
+      "# HELP codespace_broker_bytes_total Bytes relayed to and from brokers, summed from "
+      "records.\n# TYPE codespace_broker_bytes_total counter\n";
+  out += fmt::format("codespace_broker_bytes_total{{direction=\"to_broker\"}} {}\n", broker_to);
+  out += fmt::format("codespace_broker_bytes_total{{direction=\"from_broker\"}} {}\n", broker_from);
+  out +=
+      "# HELP codespace_broker_connections_total Broker connections, summed from records.\n"
+      "# TYPE codespace_broker_connections_total counter\n";
+  out += fmt::format("codespace_broker_connections_total{{result=\"ok\"}} {}\n",
+                     broker_conns >= broker_failed ? broker_conns - broker_failed : 0);
+  out += fmt::format("codespace_broker_connections_total{{result=\"failed\"}} {}\n", broker_failed);
+  out +=
+      "# HELP codespace_run_start_seconds Time from a run's admission (created_ms) to its "
+      "start (started_ms): queueing plus claim and supervisor start-up, from records.\n"
+      "# TYPE codespace_run_start_seconds histogram\n";
+  for (size_t i = 0; i < std::size(kBuckets); ++i) {
+    out += fmt::format("codespace_run_start_seconds_bucket{{le=\"{}\"}} {}\n", kBuckets[i],
+                       bucket_counts[i]);
+  }
+  out += fmt::format("codespace_run_start_seconds_bucket{{le=\"+Inf\"}} {}\n", delay_count);
+  out += fmt::format("codespace_run_start_seconds_sum {}\n", delay_sum);
+  out += fmt::format("codespace_run_start_seconds_count {}\n", delay_count);
+  return out;
+}
+
+}  // namespace codespace::api
