@@ -12,10 +12,13 @@
 
 namespace codespace {
 
+// Incremental SHA-256 (OpenSSL EVP), hex out.
 struct FileLogSink::Hash {
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   Hash() { EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr); }
   ~Hash() { EVP_MD_CTX_free(ctx); }
+  Hash(const Hash&) = delete;
+  Hash& operator=(const Hash&) = delete;
   void Update(const void* d, size_t n) { EVP_DigestUpdate(ctx, d, n); }
   std::string Final() {
     unsigned char md[EVP_MAX_MD_SIZE];
@@ -70,40 +73,23 @@ Result<LogDigest> FileLogSink::Seal() {
 }
 
 std::string Sha256Hex(std::string_view data) {
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  EVP_DigestUpdate(ctx, data.data(), data.size());
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx, md, &len);
-  EVP_MD_CTX_free(ctx);
-  std::string hex;
-  for (unsigned i = 0; i < len; ++i) hex += fmt::format("{:02x}", md[i]);
-  return hex;
+  FileLogSink::Hash h;
+  h.Update(data.data(), data.size());
+  return h.Final();
 }
 
 Result<std::string> Sha256OfFile(const std::string& path) {
   ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(path.c_str(), O_RDONLY));
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  FileLogSink::Hash h;
   std::vector<char> buf(1 << 16);
   for (;;) {
     ssize_t n = ::read(fd.get(), buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      EVP_MD_CTX_free(ctx);
-      return ErrnoError(fmt::format("read({})", path), errno);
-    }
+    if (n < 0) return ErrnoError(fmt::format("read({})", path), errno);
     if (n == 0) break;
-    EVP_DigestUpdate(ctx, buf.data(), static_cast<size_t>(n));
+    h.Update(buf.data(), static_cast<size_t>(n));
   }
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx, md, &len);
-  EVP_MD_CTX_free(ctx);
-  std::string hex;
-  for (unsigned i = 0; i < len; ++i) hex += fmt::format("{:02x}", md[i]);
-  return hex;
+  return h.Final();
 }
 
 }  // namespace codespace

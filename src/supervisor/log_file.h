@@ -24,10 +24,10 @@ class FileLogSink : public OutputSink {
   // size and sha256 — of exactly the bytes written — returned.
   [[nodiscard]] Result<LogDigest> Seal();
 
+  struct Hash;  // incremental SHA-256; also behind Sha256Hex and Sha256OfFile
+
  private:
   FileLogSink(std::string path, UniqueFd fd);
-  struct Hash;
-  friend struct Hash;
   std::string path_;
   UniqueFd fd_;
   std::unique_ptr<Hash> hash_;
