@@ -16,6 +16,7 @@ Needs root (namespaces, nftables), bwrap, ip, nft, nsenter, socat; a release bui
 """
 
 import argparse
+import glob
 import ctypes
 import datetime
 import json
@@ -994,6 +995,7 @@ def table(ctx, m, elapsed):
 
 
 def main():
+    srt_socks_before = set(glob.glob("/tmp/srt-mux-*.sock"))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build-release"))
     ap.add_argument("--relay-bench", default=None)
@@ -1073,6 +1075,12 @@ def main():
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not stop the cleanup
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         cleanup.run()
+        # srt leaves a /tmp/srt-mux-<pid>-0.sock per run: remove the ones this bench made.
+        for sock in set(glob.glob("/tmp/srt-mux-*.sock")) - srt_socks_before:
+            try:
+                os.unlink(sock)
+            except OSError:
+                pass
     elapsed = time.time() - started
     m["load_after"] = open("/proc/loadavg").read().split()[0]
     text = table(ctx, m, elapsed)
