@@ -8,7 +8,7 @@ STATE_DIR ?= $(CURDIR)/var/state
 
 # Debian packages the build, the runs and the tests need.
 DEBS := build-essential cmake ninja-build pkg-config clang-format \
-        bubblewrap iproute2 nftables util-linux procps \
+        bubblewrap iproute2 nftables util-linux procps python3 \
         libfmt-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev sqlite3 libssl-dev \
         libnftables-dev libmnl-dev \
         libgtest-dev libgmock-dev

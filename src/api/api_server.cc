@@ -159,9 +159,15 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+std::string ApiSocketPath(const std::string& state_dir) {
+  std::string custom = EnvOr("CODESPACE_API_SOCKET");
+  return custom.empty() ? state_dir + "/api.sock" : custom;
+}
+
 Result<ApiServerConfig> ApiServerConfigFromEnvironment(const std::string& state_dir) {
   ApiServerConfig c;
-  c.unix_path = state_dir + "/api.sock";
+  c.unix_path = ApiSocketPath(state_dir);
+  c.socket_dir_for_group = !EnvOr("CODESPACE_API_SOCKET").empty();
   c.unix_group = EnvOr("CODESPACE_API_GROUP");
   c.tcp_listen = EnvOr("CODESPACE_API_LISTEN");
   std::string token_file = EnvOr("CODESPACE_API_TOKEN_FILE");
@@ -194,6 +200,19 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerConfig config,
   s->config_ = std::move(config);
   s->handler_ = std::move(handler);
   if (!s->config_.unix_path.empty()) {
+    if (s->config_.socket_dir_for_group) {
+      // A socket outside the state dir: its own directory, 0750, of the socket's group, so the
+      // group can reach it and nobody else can.
+      std::string dir = s->config_.unix_path.substr(0, s->config_.unix_path.find_last_of('/'));
+      RETURN_IF_ERROR(MakeDirs(dir, 0750));
+      if (::chmod(dir.c_str(), 0750) != 0) return ErrnoError(fmt::format("chmod({})", dir), errno);
+      if (!s->config_.unix_group.empty()) {
+        ASSIGN_OR_RETURN(gid_t gid, ResolveGroup(s->config_.unix_group));
+        if (::chown(dir.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+          return ErrnoError(fmt::format("chown({}, :{})", dir, gid), errno);
+        }
+      }
+    }
     ASSIGN_OR_RETURN(s->unix_listener_, ListenUnix(s->config_.unix_path, s->config_.unix_group));
   }
   if (!s->config_.tcp_listen.empty()) {

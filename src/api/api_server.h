@@ -30,6 +30,7 @@ namespace codespace::api {
 struct ApiServerConfig {
   std::string unix_path;   // empty: no unix socket
   std::string unix_group;  // empty: the worker's own group
+  bool socket_dir_for_group = false;  // make the socket's directory 0750 of unix_group
   std::string tcp_listen;  // "IPv4:PORT" or "[IPv6]:PORT"; empty: no TCP
   std::string token;       // required with tcp_listen
   size_t max_connections = 256;
@@ -37,7 +38,13 @@ struct ApiServerConfig {
   HttpLimits limits;
 };
 
-// From the environment: unix socket at <state_dir>/api.sock; CODESPACE_API_GROUP,
+// Where the worker's unix socket is: CODESPACE_API_SOCKET when set, else <state_dir>/api.sock.
+// The state dir is 0700 (records and logs), so a socket meant for a group lives elsewhere:
+// CODESPACE_API_SOCKET=/run/codespace-api/api.sock with CODESPACE_API_GROUP gets a 0750
+// directory of that group around it.
+std::string ApiSocketPath(const std::string& state_dir);
+
+// From the environment: unix socket at ApiSocketPath(state_dir); CODESPACE_API_GROUP,
 // CODESPACE_API_LISTEN, CODESPACE_API_TOKEN_FILE (the token is the file's first line).
 Result<ApiServerConfig> ApiServerConfigFromEnvironment(const std::string& state_dir);
 

@@ -1,5 +1,7 @@
 #include "api/worker_client.h"
 
+#include "api/api_server.h"
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -51,7 +53,7 @@ std::string Str(const Json& j, const char* key) {
 }  // namespace
 
 std::optional<WorkerClient> WorkerClient::IfServing(const std::string& state_dir) {
-  std::string address = "unix:" + state_dir + "/api.sock";
+  std::string address = "unix:" + ApiSocketPath(state_dir);
   if (!ConnectTo(address).ok()) return std::nullopt;
   return WorkerClient(address);
 }

@@ -17,6 +17,8 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <thread>
 
 #include "api/api_client.h"
@@ -40,6 +42,37 @@ int FreeTcpPort() {
   socklen_t len = sizeof(a);
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
   return ntohs(a.sin_port);
+}
+
+// Connects to a unix socket as `uid` (gid the same, no other groups) in a forked child:
+// "connected", "denied" (EACCES/EPERM), or what else happened.
+std::string ConnectAs(uid_t uid, const std::string& path) {
+  auto p = MakePipe();
+  if (!p.ok()) return "pipe failed";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    const char* word = "other";
+    if (::setgroups(0, nullptr) == 0 && ::setresgid(uid, uid, uid) == 0 &&
+        ::setresuid(uid, uid, uid) == 0) {
+      int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_un a{};
+      a.sun_family = AF_UNIX;
+      std::snprintf(a.sun_path, sizeof(a.sun_path), "%s", path.c_str());
+      if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+        word = "connected";
+      } else if (errno == EACCES || errno == EPERM) {
+        word = "denied";
+      }
+    } else {
+      word = "could not drop privileges";
+    }
+    WriteAll(p->write.get(), word).IgnoreError();
+    ::_exit(0);
+  }
+  p->write.reset();
+  std::string out = ReadAll(p->read.get()).value_or("read failed");
+  ::waitpid(pid, nullptr, 0);
+  return out;
 }
 
 class ApiTest : public ::testing::Test {
@@ -69,13 +102,24 @@ class ApiTest : public ::testing::Test {
             fmt::format("CODESPACE_API_LISTEN=127.0.0.1:{}", tcp_port_),
             "CODESPACE_API_TOKEN_FILE=" + token_file_};
   }
+  std::vector<std::string> FullEnv() {
+    std::vector<std::string> env = Env();
+    for (const auto& e : extra_env_) {
+      // Later entries win: drop an earlier one with the same name.
+      std::string key = e.substr(0, e.find('='));
+      std::erase_if(env, [&](const std::string& x) { return x.rfind(key + "=", 0) == 0; });
+      env.push_back(e);
+    }
+    return env;
+  }
+  std::vector<std::string> extra_env_;
   void StartWorker() {
     auto log =
         OpenFile((install_.root() + "/worker.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     ASSERT_TRUE(log.ok());
     SpawnOptions o;
     o.argv = {install_.codespace(), "worker"};
-    o.env = Env();
+    o.env = FullEnv();
     o.fds = {{log->get(), 1}, {log->get(), 2}};  // NOLINT
     auto child = Spawn(o);
     ASSERT_TRUE(child.ok()) << child.status().ToString();
@@ -89,7 +133,12 @@ class ApiTest : public ::testing::Test {
     FAIL() << "the worker API did not answer; worker log:\n"
            << ReadFileToString(install_.root() + "/worker.log").value_or("");
   }
-  std::string sock() const { return "unix:" + install_.state_dir() + "/api.sock"; }
+  std::string sock() const {
+    for (const auto& e : extra_env_) {
+      if (e.rfind("CODESPACE_API_SOCKET=", 0) == 0) return "unix:" + e.substr(21);
+    }
+    return "unix:" + install_.state_dir() + "/api.sock";
+  }
   std::string tcp() const { return fmt::format("127.0.0.1:{}", tcp_port_); }
   std::string SpecJson(const std::vector<std::string>& argv, Json extra = Json::object()) {
     Json j = {{"argv", argv}, {"workspace", install_.workspace()}, {"egress", {{"mode", "none"}}}};
@@ -406,15 +455,27 @@ TEST_F(ApiTest, TcpNeedsTheBearerTokenAndTheSocketIsGroupOnly) {
   ASSERT_NE(g, nullptr);
   EXPECT_EQ(st.st_gid, g->gr_gid);
   // Another uid, not in the group, cannot connect (the socket's mode, not a token, decides).
-  auto other =
-      RunCommand({"setpriv", fmt::format("--reuid={}", kUnprivilegedUid),
-                  fmt::format("--regid={}", kUnprivilegedUid), "--clear-groups", "python3", "-c",
-                  "import socket,sys\ns=socket.socket(socket.AF_UNIX)\n"
-                  "try:\n s.connect(sys.argv[1]); print('connected')\n"
-                  "except PermissionError: print('denied')\n",
-                  install_.state_dir() + "/api.sock"});
-  ASSERT_TRUE(other.ok()) << other.status().ToString();
-  EXPECT_THAT(other->output, HasSubstr("denied")) << other->output;
+  EXPECT_EQ(ConnectAs(kUnprivilegedUid, install_.state_dir() + "/api.sock"), "denied");
+}
+
+// CODESPACE_API_SOCKET outside the (0700) state dir: a member of CODESPACE_API_GROUP reaches
+// the worker through the 0750 directory made around it; the group's members only.
+TEST_F(ApiTest, ASocketForAGroupIsReachableByThatGroup) {
+  if (worker_) {
+    worker_->Signal(SIGTERM).IgnoreError();
+    worker_->Wait().status().IgnoreError();
+    worker_.reset();
+  }
+  std::string sock = install_.root() + "/api-dir/api.sock";
+  extra_env_ = {"CODESPACE_API_SOCKET=" + sock,
+                fmt::format("CODESPACE_API_GROUP={}", kUnprivilegedUid)};
+  StartWorker();
+  struct stat st {};
+  ASSERT_EQ(::stat((install_.root() + "/api-dir").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+  EXPECT_EQ(st.st_gid, kUnprivilegedUid);
+  EXPECT_EQ(ConnectAs(kUnprivilegedUid, sock), "connected");
+  EXPECT_EQ(ConnectAs(kUnprivilegedUid + 1, sock), "denied");
 }
 
 TEST_F(ApiTest, TcpWithoutATokenRefusesToStart) {
