@@ -37,11 +37,11 @@ class ResponseWriter {
 
 class ApiHandler {
  public:
-  ApiHandler(HostFacts facts, RunStore* store, std::string state_dir, RunnerConfig runner_config)
+  ApiHandler(HostFacts facts, RunStore* store, std::string state_dir)
       : facts_(std::move(facts)),
         store_(store),
         state_dir_(std::move(state_dir)),
-        runner_(facts_, store, std::move(runner_config)) {}
+        runner_(facts_, store) {}
 
   // Answers one request. Returns false when the connection must be closed afterwards (a
   // failed write, or a stream that ended without a clean last chunk). `stop`: the server is

@@ -31,7 +31,7 @@ class ApiHandlerTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(*s);
     handler_ =
-        std::make_unique<ApiHandler>(RefusingHost(), store_.get(), dir_.path(), RunnerConfig{});
+        std::make_unique<ApiHandler>(RefusingHost(), store_.get(), dir_.path());
   }
   HttpResponse Do(const std::string& method, const std::string& path, const std::string& body = "",
                   std::map<std::string, std::string> query = {}) {

@@ -274,7 +274,7 @@ Result<Session> StartSession(const std::string& state_dir, bool quiet) {
 
 Result<RunRecord> CreateRun(Session& s, const SpecFlags& flags, bool quiet) {
   ASSIGN_OR_RETURN(RunSpec spec, SpecFromFlags(flags));
-  LocalProcessRunner runner(s.facts, s.store.get(), RunnerConfig{});
+  LocalProcessRunner runner(s.facts, s.store.get());
   ASSIGN_OR_RETURN(RunRecord created, runner.Create(spec));
   if (!quiet) {
     fmt::print(stderr, "run {} plan={} network={}{}{}\n", created.id, PlanName(created.plan),
@@ -395,8 +395,7 @@ int CmdWorker(bool quiet, const std::string& state_dir) {
     return kExitCodespaceFailed;
   }
   auto api_server = api::ApiServer::Start(
-      *api_config, std::make_unique<api::ApiHandler>(session->facts, api_store->get(), state_dir,
-                                                     RunnerConfig{}));
+      *api_config, std::make_unique<api::ApiHandler>(session->facts, api_store->get(), state_dir));
   if (!api_server.ok()) {
     PrintError(api_server.status().WithContext("worker API"));
     return kExitCodespaceFailed;

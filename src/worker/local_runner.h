@@ -17,8 +17,6 @@
 namespace codespace {
 
 struct RunnerConfig {
-  std::string init_path;                 // codespace-init
-  std::vector<std::string> hidden_dirs;  // masked inside sandboxes (the state dir)
   AddressPool pool = AddressPool::Default();  // CODESPACE_POOL_V4 / CODESPACE_POOL_V6
   std::string upstream_dns;  // CODESPACE_DNS_UPSTREAM ("ADDRESS" or "ADDRESS#PORT")
 };
@@ -28,8 +26,7 @@ Result<RunnerConfig> RunnerConfigFromEnvironment(RunnerConfig base);
 
 class LocalProcessRunner {
  public:
-  LocalProcessRunner(HostFacts facts, RunStore* store, RunnerConfig config)
-      : facts_(std::move(facts)), store_(store), config_(std::move(config)) {}
+  LocalProcessRunner(HostFacts facts, RunStore* store) : facts_(std::move(facts)), store_(store) {}
 
   const HostFacts& facts() const { return facts_; }
 
@@ -41,11 +38,9 @@ class LocalProcessRunner {
   // Admits and records a new run: queued when admitted, refused (with the reason) when not.
   [[nodiscard]] Result<RunRecord> Create(const RunSpec& spec);
 
-
  private:
   HostFacts facts_;
   RunStore* store_;
-  RunnerConfig config_;
 };
 
 // Fills a record's end from how the run ended.

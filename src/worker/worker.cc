@@ -1,5 +1,6 @@
 #include "worker/worker.h"
 
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -7,9 +8,8 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <functional>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "base/file_util.h"
 #include "net/filtered_netns.h"
@@ -34,20 +34,27 @@ SupervisorArgs ArgsFor(const WorkerConfig& c, const HostFacts& facts, const std:
 
 void Log(const std::string& line) { std::fprintf(stderr, "codespace worker: %s\n", line.c_str()); }
 
+// Opens a pidfd on `id` and, when it is still that process (checked again now that the pidfd
+// pins it, so a reused pid is never signalled), calls `use` with it. False when it is gone.
+bool WithLivePidfd(const ProcessIdentity& id, const std::function<void(int pidfd)>& use) {
+  if (!IsAlive(id)) return false;
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, id.pid, 0)));
+  if (!pidfd || !IsAlive(id)) return false;
+  use(pidfd.get());
+  return true;
+}
+
 // Kills what a dead supervisor left of its sandbox: the process whose death ends it (the pid
 // namespace's init when confined; codespace-init, a session leader, when not — its group too).
 void KillSandboxLeftovers(const RunDir& dir) {
   auto id = ReadIdentity(dir.sandbox_path());
-  if (!id.ok() || !IsAlive(*id)) return;
-  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, id->pid, 0));
-  if (pidfd < 0) return;
-  if (IsAlive(*id)) {  // checked again now that the pidfd pins it
+  if (!id.ok()) return;
+  WithLivePidfd(*id, [&](int pidfd) {
     ::kill(-id->pid, SIGKILL);
     ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
     pollfd gone{pidfd, POLLIN, 0};
     ::poll(&gone, 1, 5000);
-  }
-  ::close(pidfd);
+  });
 }
 
 }  // namespace
@@ -115,9 +122,10 @@ Result<RunCheck> CheckRun(RunStore& store, const WorkerConfig& c, const HostFact
   }
   r.state = RunState::kLost;
   r.ended_ms = NowMs();
-  r.reason = fmt::format("its supervisor (pid {}) died without reporting; what was left of the "
-                         "sandbox was killed{}",
-                         sup->pid, torn);
+  r.reason = fmt::format(
+      "its supervisor (pid {}) died without reporting; what was left of the "
+      "sandbox was killed{}",
+      sup->pid, torn);
   Status s = store.Update(r, RunState::kRunning);
   if (!s.ok() && s.code() != StatusCode::kAborted) return s;
   return RunCheck::kRecorded;
@@ -136,19 +144,15 @@ Status RequestCancel(RunStore& store, const std::string& state_dir, const std::s
     ASSIGN_OR_RETURN(r, store.Get(run_id));  // claimed meanwhile: cancel it running
   }
   if (r.state != RunState::kRunning) {
-    return FailedPreconditionError(fmt::format("run {} is {}: nothing to cancel", run_id,
-                                               RunStateName(r.state)));
+    return FailedPreconditionError(
+        fmt::format("run {} is {}: nothing to cancel", run_id, RunStateName(r.state)));
   }
   RunDir dir = RunDirFor(state_dir, run_id);
   RETURN_IF_ERROR(MakeDirs(dir.path, 0750));
   RETURN_IF_ERROR(WriteFileAtomically(dir.cancel_path(), "cancel\n", 0644));
-  auto sup = ReadIdentity(dir.supervisor_path());
-  if (sup.ok() && IsAlive(*sup)) {
-    int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, sup->pid, 0));
-    if (pidfd >= 0) {
-      if (IsAlive(*sup)) ::syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, nullptr, 0);
-      ::close(pidfd);
-    }
+  if (auto sup = ReadIdentity(dir.supervisor_path()); sup.ok()) {
+    WithLivePidfd(*sup,
+                  [](int pidfd) { ::syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, nullptr, 0); });
   }
   // A supervisor not yet started finds the cancel file when it does.
   return OkStatus();
@@ -173,13 +177,17 @@ Status RunWorker(RunStore& store, const WorkerConfig& c, const HostFacts& facts,
     }
     if (*res == RunCheck::kNeverStarted) {
       auto sup = StartSupervisorFor(c, facts, r.id);
-      if (sup.ok()) watch(r.id, *sup);
-      else Log(fmt::format("run {}: {}", r.id, sup.status().message()));
+      if (sup.ok())
+        watch(r.id, *sup);
+      else
+        Log(fmt::format("run {}: {}", r.id, sup.status().message()));
     } else if (*res == RunCheck::kStillRunning) {
       // Its identity may not be written yet (it takes the lock first): look again shortly.
       auto sup = ReadIdentity(RunDirFor(c.state_dir, r.id).supervisor_path());
-      if (sup.ok() && IsAlive(*sup)) watch(r.id, *sup);
-      else recheck.push_back(r.id);
+      if (sup.ok() && IsAlive(*sup))
+        watch(r.id, *sup);
+      else
+        recheck.push_back(r.id);
     } else {
       Log(fmt::format("run {} recorded", r.id));
     }
