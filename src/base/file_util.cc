@@ -1,14 +1,13 @@
 #include "base/file_util.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
-
-#include <fmt/format.h>
 
 #include "base/unique_fd.h"
 
@@ -45,6 +44,23 @@ Status WriteFileAtomically(const std::string& path, std::string_view contents, u
   return OkStatus();
 }
 
+Status ReplaceFileForThisBoot(const std::string& path, std::string_view contents, unsigned mode) {
+  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  {
+    ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, mode));
+    if (Status s = WriteAll(fd.get(), contents); !s.ok()) {
+      ::unlink(tmp.c_str());
+      return s;
+    }
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoError(fmt::format("rename({}, {})", tmp, path), err);
+  }
+  return OkStatus();
+}
+
 Status MakeDirs(const std::string& path, unsigned mode) {
   if (path.empty()) return InvalidArgumentError("MakeDirs: empty path");
   std::string partial;
@@ -59,7 +75,8 @@ Status MakeDirs(const std::string& path, unsigned mode) {
   }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return ErrnoError(fmt::format("stat({})", path), errno);
-  if (!S_ISDIR(st.st_mode)) return FailedPreconditionError(fmt::format("{}: not a directory", path));
+  if (!S_ISDIR(st.st_mode))
+    return FailedPreconditionError(fmt::format("{}: not a directory", path));
   return OkStatus();
 }
 

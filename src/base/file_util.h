@@ -15,6 +15,12 @@ Result<std::string> ReadFileToString(const std::string& path);
 // one (see WriteFileAtomically's comments for why each fsync is there).
 Status WriteFileAtomically(const std::string& path, std::string_view contents, unsigned mode = 0644);
 
+// Replaces `path` atomically for readers (temporary file + rename) but without any fsync: for
+// files that describe this boot only (process identities, probe caches), which a crash makes
+// meaningless anyway. Readers never see a torn file; after a power loss it may be old or gone.
+Status ReplaceFileForThisBoot(const std::string& path, std::string_view contents,
+                              unsigned mode = 0644);
+
 // mkdir -p with `mode` for the directories it creates.
 Status MakeDirs(const std::string& path, unsigned mode = 0755);
 

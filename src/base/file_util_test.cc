@@ -1,12 +1,11 @@
 #include "base/file_util.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "base/testing/status_matchers.h"
 #include "base/testing/temp_dir.h"
@@ -30,6 +29,20 @@ TEST(FileUtilTest, WriteAtomicallyThenRead) {
   EXPECT_NE(::access((p + ".tmp." + std::to_string(::getpid())).c_str(), F_OK), 0);
 }
 
+TEST(FileUtilTest, ReplaceForThisBootReplacesWholeAndLeavesNoTemporary) {
+  TempDir dir;
+  std::string p = dir.path() + "/f";
+  ASSERT_OK(ReplaceFileForThisBoot(p, "one"));
+  ASSERT_OK(ReplaceFileForThisBoot(p, "second", 0600));
+  EXPECT_EQ(*ReadFileToString(p), "second");
+  struct stat st;
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_NE(::access((p + ".tmp." + std::to_string(::getpid())).c_str(), F_OK), 0);
+  // A directory that is not there: the failure names the call, nothing is left.
+  EXPECT_THAT(ReplaceFileForThisBoot(dir.path() + "/missing/f", "x"), StatusHasMessage("open("));
+}
+
 TEST(FileUtilTest, ReadMissingNamesThePath) {
   EXPECT_THAT(ReadFileToString("/nonexistent/x"),
               StatusHasMessage("open(/nonexistent/x): No such file or directory"));
@@ -42,7 +55,7 @@ TEST(FileUtilTest, MakeDirsAndRemoveTree) {
   ASSERT_OK(MakeDirs(deep));
   ASSERT_OK(WriteFileAtomically(deep + "/f", "x"));
   ASSERT_OK(::symlink("/etc", (dir.path() + "/a/link").c_str()) == 0 ? OkStatus()
-                                                                      : InternalError("symlink"));
+                                                                     : InternalError("symlink"));
   ASSERT_OK(RemoveTree(dir.path() + "/a"));
   EXPECT_NE(::access((dir.path() + "/a").c_str(), F_OK), 0);
   EXPECT_EQ(::access("/etc/passwd", F_OK), 0);  // the symlink was not followed

@@ -66,7 +66,9 @@ bool IsAlive(const ProcessIdentity& id) {
 }
 
 Status WriteIdentity(const std::string& path, const ProcessIdentity& id) {
-  return WriteFileAtomically(path, fmt::format("{} {}\n", id.pid, id.start_time), 0644);
+  // No fsync: an identity names a process of this boot (pid + start time), so after a crash of
+  // the machine it would name nothing either way; readers only need it never torn.
+  return ReplaceFileForThisBoot(path, fmt::format("{} {}\n", id.pid, id.start_time), 0644);
 }
 
 Result<ProcessIdentity> ReadIdentity(const std::string& path) {
