@@ -32,6 +32,7 @@
 #include "plan/admission.h"
 #include "posture/host_facts.h"
 #include "probe/host_probe.h"
+#include "probe/probe_cache.h"
 #include "relay/relay.h"
 #include "sandbox/launcher.h"
 #include "sandbox/run_outcome.h"
@@ -252,13 +253,21 @@ WorkerConfig MakeWorkerConfig(const std::string& state_dir) {
 }
 
 // Probes, opens the store and sweeps: what every command that launches does first.
+// Unlike the worker, a one-shot command uses remembered probes when they are fresh for this
+// host (probe/probe_cache.h says why that cannot widen a run's network).
 struct Session {
   HostFacts facts;
   std::unique_ptr<SqliteRunStore> store;
+  std::string probe_cache;
+  bool probes_remembered = false;
 };
 Result<Session> StartSession(const std::string& state_dir, bool quiet) {
   Session s;
-  s.facts = ProbeAndReport(quiet);
+  RETURN_IF_ERROR(MakeDirs(state_dir, 0700));
+  s.probe_cache = state_dir + "/host-probes";
+  s.facts = ProbeHostRemembering(ProbeOptionsFromEnvironment(), s.probe_cache,
+                                 &s.probes_remembered);
+  if (!quiet) fmt::print(stderr, "{}\n", PostureLine(s.facts));
   std::string refusal = ConfinementRefusal(s.facts);
   if (!refusal.empty()) return FailedPreconditionError(refusal);
   ASSIGN_OR_RETURN(s.store, OpenStore(state_dir));
@@ -272,10 +281,12 @@ Result<Session> StartSession(const std::string& state_dir, bool quiet) {
   return s;
 }
 
-Result<RunRecord> CreateRun(Session& s, const SpecFlags& flags, bool quiet) {
+// `start_now`: the foreground `run`, which starts it itself (recorded running at once).
+Result<RunRecord> CreateRun(Session& s, const SpecFlags& flags, bool quiet, bool start_now) {
   ASSIGN_OR_RETURN(RunSpec spec, SpecFromFlags(flags));
   LocalProcessRunner runner(s.facts, s.store.get());
-  ASSIGN_OR_RETURN(RunRecord created, runner.Create(spec));
+  ASSIGN_OR_RETURN(RunRecord created,
+                   start_now ? runner.CreateRunning(spec) : runner.Create(spec));
   if (!quiet) {
     fmt::print(stderr, "run {} plan={} network={}{}{}\n", created.id, PlanName(created.plan),
                NetworkPostureName(created.network),
@@ -303,7 +314,7 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
     PrintError(session.status());
     return kExitCodespaceFailed;
   }
-  auto created = CreateRun(*session, flags, quiet);
+  auto created = CreateRun(*session, flags, quiet, /*start_now=*/true);
   if (!created.ok()) {
     PrintError(created.status());
     return kExitCodespaceFailed;
@@ -312,9 +323,10 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
   RunStore& store = *session->store;
   WorkerConfig wc = MakeWorkerConfig(state_dir);
   ProcessIdentity sup;
-  auto running = ClaimAndStart(store, wc, session->facts, *created, &sup);
-  if (!running.ok()) {
-    PrintError(running.status());
+  Status started = StartClaimed(store, wc, session->facts, *created, &sup);
+  if (!started.ok()) {
+    PrintError(started);
+    if (session->probes_remembered) ForgetProbes(session->probe_cache);
     auto rec = store.Get(created->id);
     return rec.ok() ? ExitCodeOf(*rec) : kExitCodespaceFailed;
   }
@@ -340,7 +352,7 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
     if (rc > 0 || !pidfd) break;
   }
   follow.Pump();  // the sealed tail
-  auto check = CheckRun(store, wc, session->facts, *running);
+  auto check = CheckRun(store, wc, session->facts, *created);
   if (!check.ok()) {
     PrintError(check.status());
     return kExitCodespaceFailed;
@@ -349,6 +361,12 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
   if (!rec.ok()) {
     PrintError(rec.status());
     return kExitCodespaceFailed;
+  }
+  // A run planned from remembered probes that did not run its course (bubblewrap or the
+  // network setup failed, say): the host may have changed, so the next command probes again.
+  if (session->probes_remembered &&
+      (rec->state == RunState::kAborted || rec->state == RunState::kLost)) {
+    ForgetProbes(session->probe_cache);
   }
   return ExitCodeOf(*rec);
 }
@@ -364,7 +382,7 @@ int CmdSubmit(const SpecFlags& flags, bool quiet, const std::string& state_dir) 
     PrintError(session.status());
     return kExitCodespaceFailed;
   }
-  auto created = CreateRun(*session, flags, /*quiet=*/true);
+  auto created = CreateRun(*session, flags, /*quiet=*/true, /*start_now=*/false);
   if (!created.ok()) {
     PrintError(created.status());
     return kExitCodespaceFailed;

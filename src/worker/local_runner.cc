@@ -20,7 +20,13 @@ Result<RunnerConfig> RunnerConfigFromEnvironment(RunnerConfig base) {
   return base;
 }
 
-Result<RunRecord> LocalProcessRunner::Create(const RunSpec& spec) {
+Result<RunRecord> LocalProcessRunner::Create(const RunSpec& spec) { return Admitted(spec, false); }
+
+Result<RunRecord> LocalProcessRunner::CreateRunning(const RunSpec& spec) {
+  return Admitted(spec, true);
+}
+
+Result<RunRecord> LocalProcessRunner::Admitted(const RunSpec& spec, bool running) {
   RunRecord r;
   r.id = NewRunId();
   r.spec = spec;
@@ -30,7 +36,10 @@ Result<RunRecord> LocalProcessRunner::Create(const RunSpec& spec) {
   r.network = PostureOfPlan(a.decision.plan);
   r.namespace_name = a.namespace_name;
   r.reason = a.reason;
-  if (a.admitted) {
+  if (a.admitted && running) {
+    r.state = RunState::kRunning;
+    r.started_ms = r.created_ms;
+  } else if (a.admitted) {
     r.state = RunState::kQueued;
   } else {
     r.state = RunState::kRefused;

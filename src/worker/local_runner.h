@@ -37,8 +37,13 @@ class LocalProcessRunner {
 
   // Admits and records a new run: queued when admitted, refused (with the reason) when not.
   [[nodiscard]] Result<RunRecord> Create(const RunSpec& spec);
+  // The same for a run whose caller starts it at once (the foreground `codespace run`): recorded
+  // running from the start, so creating and claiming it is one commit, not two. The caller
+  // must then StartClaimed it (worker.h).
+  [[nodiscard]] Result<RunRecord> CreateRunning(const RunSpec& spec);
 
  private:
+  Result<RunRecord> Admitted(const RunSpec& spec, bool running);
   HostFacts facts_;
   RunStore* store_;
 };

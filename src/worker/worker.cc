@@ -70,9 +70,15 @@ Result<RunRecord> ClaimAndStart(RunStore& store, const WorkerConfig& c, const Ho
   r.state = RunState::kRunning;
   r.started_ms = NowMs();
   RETURN_IF_ERROR(store.Update(r, RunState::kQueued));
-  auto sup = StartSupervisorFor(c, facts, r.id);
+  RETURN_IF_ERROR(StartClaimed(store, c, facts, r, supervisor));
+  return r;
+}
+
+Status StartClaimed(RunStore& store, const WorkerConfig& c, const HostFacts& facts,
+                    const RunRecord& running, ProcessIdentity* supervisor) {
+  auto sup = StartSupervisorFor(c, facts, running.id);
   if (!sup.ok()) {
-    RunRecord failed = r;
+    RunRecord failed = running;
     failed.state = RunState::kAborted;
     failed.reason = "supervisor did not start: " + sup.status().message();
     failed.ended_ms = NowMs();
@@ -80,7 +86,7 @@ Result<RunRecord> ClaimAndStart(RunStore& store, const WorkerConfig& c, const Ho
     return sup.status();
   }
   if (supervisor) *supervisor = *sup;
-  return r;
+  return OkStatus();
 }
 
 Result<RunCheck> CheckRun(RunStore& store, const WorkerConfig& c, const HostFacts& facts,

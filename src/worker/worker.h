@@ -31,6 +31,11 @@ struct WorkerConfig {
 Result<RunRecord> ClaimAndStart(RunStore& store, const WorkerConfig& config, const HostFacts& facts,
                                 const RunRecord& queued, ProcessIdentity* supervisor);
 
+// Starts the supervisor of a run recorded running a moment ago by its caller (CreateRunning);
+// when it cannot start, the record says aborted with the reason.
+Status StartClaimed(RunStore& store, const WorkerConfig& config, const HostFacts& facts,
+                    const RunRecord& running, ProcessIdentity* supervisor);
+
 // Starts the supervisor of a run that is already `running` (claimed, but its supervisor never
 // started: the worker died in between).
 Result<ProcessIdentity> StartSupervisorFor(const WorkerConfig& config, const HostFacts& facts,
