@@ -217,6 +217,16 @@ Status Configure(sqlite3* db) {
   // how it ended. A commit costs an fsync of the WAL; records are written a few times per run.
   RETURN_IF_ERROR(sqlite::Exec(db, "PRAGMA synchronous=FULL"));
   RETURN_IF_ERROR(sqlite::Exec(db, "PRAGMA foreign_keys=ON"));
+  // Most connections are short (a CLI command, a supervisor). By default the last one to close
+  // checkpoints the WAL into the database (an fsync of each) and deletes it, and the next open
+  // creates it again (an fsync of the directory). Neither adds durability — every commit is
+  // already fsynced in the WAL — so keep the WAL file and leave checkpoints to the automatic
+  // ones that commits make every wal_autocheckpoint pages.
+  int persist = 1;
+  rc = sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+  if (rc != SQLITE_OK) return sqlite::SqliteError(db, "SQLITE_FCNTL_PERSIST_WAL", rc);
+  rc = sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+  if (rc != SQLITE_OK) return sqlite::SqliteError(db, "SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE", rc);
   return OkStatus();
 }
 
