@@ -84,6 +84,12 @@ Result<std::optional<int>> ReadOptionalInt(const Json& value, std::string_view p
   return std::optional<int>(static_cast<int>(n));
 }
 
+Result<std::optional<int64_t>> ReadOptionalInt64(const Json& value, std::string_view path) {
+  if (value.is_null()) return std::optional<int64_t>();
+  ASSIGN_OR_RETURN(int64_t n, ReadInt64(value, path));
+  return std::optional<int64_t>(n);
+}
+
 Result<std::vector<std::string>> ReadStringArray(const Json& value, std::string_view path) {
   if (!value.is_array()) return TypeError(path, "an array of strings", value);
   std::vector<std::string> out;
@@ -138,7 +144,8 @@ Json SpecToValue(const RunSpec& spec) {
   return value;
 }
 
-Json OptionalIntToValue(const std::optional<int>& n) {
+template <typename Int>
+Json OptionalIntToValue(const std::optional<Int>& n) {
   return n.has_value() ? Json(*n) : Json(nullptr);
 }
 
@@ -208,6 +215,7 @@ Json RecordToValue(const RunRecord& record) {
   value["created_ms"] = record.created_ms;
   value["started_ms"] = record.started_ms;
   value["ended_ms"] = record.ended_ms;
+  value["setup_ms"] = OptionalIntToValue(record.setup_ms);
   value["network_report"] = NetworkReportToValue(record.network_report);
   value["logs"] = LogsToValue(record.stdout_log, record.stderr_log);
   return value;
@@ -290,7 +298,7 @@ Result<RunRecord> RecordFromValue(const Json& value) {
   RETURN_IF_ERROR(CheckObject(value, "",
                               {"id", "spec", "plan", "network", "namespace", "state", "exit_code",
                                "signal", "reason", "created_ms", "started_ms", "ended_ms",
-                               "network_report", "logs"}));
+                               "setup_ms", "network_report", "logs"}));
   RunRecord record;
   ASSIGN_OR_RETURN(record.id, RequiredString(value, "", "id"));
   ASSIGN_OR_RETURN(const Json* spec, RequiredField(value, "", "spec"));
@@ -310,6 +318,13 @@ Result<RunRecord> RecordFromValue(const Json& value) {
   ASSIGN_OR_RETURN(record.created_ms, RequiredInt64(value, "", "created_ms"));
   ASSIGN_OR_RETURN(record.started_ms, RequiredInt64(value, "", "started_ms"));
   ASSIGN_OR_RETURN(record.ended_ms, RequiredInt64(value, "", "ended_ms"));
+  // Optional, unlike the rest: a worker from before it answers a newer CLI without it.
+  if (const Json* setup = FindField(value, "setup_ms")) {
+    ASSIGN_OR_RETURN(record.setup_ms, ReadOptionalInt64(*setup, "setup_ms"));
+    if (record.setup_ms && *record.setup_ms < 0) {
+      return FieldError("setup_ms", "must not be negative");
+    }
+  }
   ASSIGN_OR_RETURN(const Json* report, RequiredField(value, "", "network_report"));
   ASSIGN_OR_RETURN(record.network_report, NetworkReportFromValue(*report, "network_report"));
   ASSIGN_OR_RETURN(const Json* logs, RequiredField(value, "", "logs"));

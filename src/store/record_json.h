@@ -14,13 +14,14 @@
 // RunRecord:
 //   {"id": "...", "spec": {RunSpec}, "plan": "filtered", "network": "filtered",
 //    "namespace": "cs-...", "state": "exited", "exit_code": 0, "signal": null, "reason": "",
-//    "created_ms": 1700000000000, "started_ms": ..., "ended_ms": ...,
+//    "created_ms": 1700000000000, "started_ms": ..., "ended_ms": ..., "setup_ms": 38,
 //    "network_report": {NetworkReport}, "logs": {see LogsToJson}}
-// plan/network/state are PlanName/NetworkPostureName/RunStateName; exit_code and signal are null
-// when unset.
+// plan/network/state are PlanName/NetworkPostureName/RunStateName; exit_code, signal and
+// setup_ms are null when unset.
 //
-// Parsing is strict: every field of a record must be present, with its type; a spec may omit
-// "env" (empty) and "timeout_seconds" (0) and an egress policy may omit "allowlist" (empty).
+// Parsing is strict: every field of a record must be present, with its type, except "setup_ms"
+// (missing reads as null: records from a codespace before it); a spec may omit "env" (empty) and
+// "timeout_seconds" (0) and an egress policy may omit "allowlist" (empty).
 // Unknown fields are errors, so that a misspelt field in a hand-written spec ("timeuot") is
 // reported rather than silently ignored. Errors name the field, e.g.
 //   run spec JSON: "egress.allowlist[1]": allowlist entry "exa mple.com": invalid host name

@@ -142,7 +142,8 @@ TEST(RunRecordJsonTest, FieldsAreNamedAsDocumented) {
                               R"("namespace":"cs-1a2b3c4d5e6f","state":"exited",)"
                               R"("exit_code":3,"signal":null,"reason":"",)"
                               R"("created_ms":1700000000123,"started_ms":1700000000456,)"
-                              R"("ended_ms":1700000090789,"network_report":{"dns_admitted":[],)"
+                              R"("ended_ms":1700000090789,"setup_ms":41,)"
+                              R"("network_report":{"dns_admitted":[],)"
                               R"("dns_refused":[],"dropped_packets":0,"broker_connections":0,)"
                               R"("broker_failed":0,"broker_bytes_to":0,"broker_bytes_from":0},)"
                               R"("logs":{"stdout":)"
@@ -182,6 +183,27 @@ TEST(RunRecordJsonTest, SignalAndNullExitCodeRoundTrip) {
   EXPECT_EQ(*parsed, *record);
 }
 
+TEST(RunRecordJsonTest, SetupTimeIsNullWhenUnsetAndMayBeMissing) {
+  Result<RunRecord> record = FullRecord("0123456789abcdef");
+  ASSERT_OK(record);
+  record->state = RunState::kRefused;
+  record->setup_ms = std::nullopt;
+  std::string json = RunRecordToJson(*record);
+  EXPECT_THAT(json, HasSubstr(R"("ended_ms":1700000090789,"setup_ms":null,"network_report")"));
+  Result<RunRecord> parsed = RunRecordFromJson(json);
+  ASSERT_OK(parsed);
+  EXPECT_EQ(*parsed, *record);
+  // A record from a codespace before setup was measured (an older worker answering a newer
+  // CLI) has no such field: it reads as unset.
+  std::string old = json;
+  old.erase(old.find(R"("setup_ms":null,)"), std::string_view(R"("setup_ms":null,)").size());
+  ASSERT_THAT(old, Not(HasSubstr("setup_ms")));
+  parsed = RunRecordFromJson(old);
+  ASSERT_OK(parsed);
+  EXPECT_EQ(parsed->setup_ms, std::nullopt);
+  EXPECT_EQ(*parsed, *record);
+}
+
 TEST(RunRecordJsonTest, MalformedRecordsAreErrors) {
   Result<RunRecord> record = FullRecord("0123456789abcdef");
   ASSERT_OK(record);
@@ -212,6 +234,11 @@ TEST(RunRecordJsonTest, MalformedRecordsAreErrors) {
       {replace(R"("workspace":)", R"("workspaec":)"), R"("spec.workspaec": unknown field)"},
       {replace(R"("203.0.113.0/24")", R"("203.0.113.0/33")"), R"("spec.egress.allowlist[2]": )"},
       {replace(R"("reason":"")", R"("reason":"","extra":1)"), R"("extra": unknown field)"},
+      {replace(R"("setup_ms":41)", R"("setup_ms":"41")"),
+       R"("setup_ms": expected an integer, got string)"},
+      {replace(R"("setup_ms":41)", R"("setup_ms":-1)"), R"("setup_ms": must not be negative)"},
+      {replace(R"("setup_ms":41)", R"("setup_ms":0.5)"),
+       R"("setup_ms": expected an integer, got number)"},
   };
   for (const auto& [json, message] : kCases) {
     Result<RunRecord> parsed = RunRecordFromJson(json);

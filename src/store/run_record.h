@@ -39,6 +39,10 @@ struct RunRecord {
   int64_t created_ms = 0;  // Unix epoch milliseconds; 0 = not yet
   int64_t started_ms = 0;
   int64_t ended_ms = 0;
+  // Sandbox and network setup, measured by the supervisor: from its launch to the sandbox
+  // reporting started. Unset when the command never started (refused, aborted at setup,
+  // cancelled while queued) or the run was recorded before setup was measured.
+  std::optional<int64_t> setup_ms;
 
   friend bool operator==(const RunRecord&, const RunRecord&) = default;
 };

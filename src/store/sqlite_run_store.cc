@@ -63,6 +63,11 @@ CREATE INDEX runs_by_namespace ON runs (namespace);
     {4, R"sql(
 ALTER TABLE runs ADD COLUMN logs_json TEXT NOT NULL DEFAULT '{}';
 )sql"},
+    // Sandbox and network setup in milliseconds, as the supervisor measured it; NULL when the
+    // command never started, and for every run recorded before this step.
+    {5, R"sql(
+ALTER TABLE runs ADD COLUMN setup_ms INTEGER;
+)sql"},
 };
 
 constexpr bool MigrationsAreInOrder() {
@@ -76,27 +81,28 @@ static_assert(MigrationsAreInOrder(), "kMigrations must be numbered 1, 2, 3, ...
 
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 
-// Column order shared by INSERT, UPDATE (?1..?14) and SELECT (columns 0..13).
+// Column order shared by INSERT, UPDATE (?1..?15) and SELECT (columns 0..14).
 constexpr char kColumns[] =
     "id, spec_json, plan, network, namespace, state, exit_code, signal, reason, created_ms, "
-    "started_ms, ended_ms, network_report_json, logs_json";
+    "started_ms, ended_ms, network_report_json, logs_json, setup_ms";
 
 constexpr char kInsertSql[] =
     "INSERT INTO runs (id, spec_json, plan, network, namespace, state, exit_code, signal, reason, "
-    "created_ms, started_ms, ended_ms, network_report_json, logs_json) VALUES (?1, ?2, ?3, ?4, "
-    "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+    "created_ms, started_ms, ended_ms, network_report_json, logs_json, setup_ms) VALUES (?1, ?2, "
+    "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
 
-// Compare-and-set: only a row still in the expected state (?15) is replaced.
+// Compare-and-set: only a row still in the expected state (?16) is replaced.
 constexpr char kUpdateSql[] =
     "UPDATE runs SET spec_json = ?2, plan = ?3, network = ?4, namespace = ?5, state = ?6, "
     "exit_code = ?7, signal = ?8, reason = ?9, created_ms = ?10, started_ms = ?11, "
-    "ended_ms = ?12, network_report_json = ?13, logs_json = ?14 WHERE id = ?1 AND state = ?15";
+    "ended_ms = ?12, network_report_json = ?13, logs_json = ?14, setup_ms = ?15 WHERE id = ?1 "
+    "AND state = ?16";
 
 Status BindOptionalInt(sqlite::Statement& stmt, int index, const std::optional<int>& value) {
   return value.has_value() ? stmt.BindInt64(index, *value) : stmt.BindNull(index);
 }
 
-// Binds ?1..?12 in kColumns order.
+// Binds ?1..?15 in kColumns order.
 Status BindRecord(sqlite::Statement& stmt, const RunRecord& record) {
   RETURN_IF_ERROR(stmt.BindText(1, record.id));
   RETURN_IF_ERROR(stmt.BindText(2, RunSpecToJson(record.spec)));
@@ -112,6 +118,7 @@ Status BindRecord(sqlite::Statement& stmt, const RunRecord& record) {
   RETURN_IF_ERROR(stmt.BindInt64(12, record.ended_ms));
   RETURN_IF_ERROR(stmt.BindText(13, NetworkReportToJson(record.network_report)));
   RETURN_IF_ERROR(stmt.BindText(14, LogsToJson(record.stdout_log, record.stderr_log)));
+  RETURN_IF_ERROR(record.setup_ms ? stmt.BindInt64(15, *record.setup_ms) : stmt.BindNull(15));
   return OkStatus();
 }
 
@@ -159,6 +166,7 @@ Result<RunRecord> RecordFromRow(const sqlite::Statement& row) {
   ASSIGN_OR_RETURN(auto logs, StoredValue(LogsFromJson(row.ColumnText(13)), id, "logs_json"));
   record.stdout_log = logs.first;
   record.stderr_log = logs.second;
+  if (!row.ColumnIsNull(14)) record.setup_ms = row.ColumnInt64(14);
   return record;
 }
 
@@ -351,7 +359,7 @@ Status SqliteRunStore::Update(const RunRecord& updated, RunState expected) {
   {
     ASSIGN_OR_RETURN(sqlite::Statement stmt, sqlite::Statement::Prepare(db_.get(), kUpdateSql));
     RETURN_IF_ERROR(BindRecord(stmt, updated));
-    RETURN_IF_ERROR(stmt.BindText(15, RunStateName(expected)));
+    RETURN_IF_ERROR(stmt.BindText(16, RunStateName(expected)));
     RETURN_IF_ERROR(stmt.Step());
   }
   if (sqlite3_changes(db_.get()) == 0) {

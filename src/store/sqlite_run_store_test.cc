@@ -16,6 +16,7 @@
 
 #include "base/file_util.h"
 #include "base/testing/status_matchers.h"
+#include "store/record_json.h"
 #include "store/sqlite_util.h"
 #include "store/test_records.h"
 
@@ -445,6 +446,95 @@ TEST_F(SqliteRunStoreTest, RecordsPersistAcrossCloseAndReopen) {
   Result<RunRecord> got = store->Get(record->id);
   ASSERT_OK(got);
   EXPECT_EQ(*got, *record);
+}
+
+// A database as codespace left it at schema version 4 (before setup times), with rows in it:
+// opening migrates it to the latest version, keeps every row as it was (no setup time), and the
+// new column then takes setup times.
+TEST_F(SqliteRunStoreTest, MigratesAVersion4DatabaseKeepingItsRows) {
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(db_path_.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                              nullptr),
+              SQLITE_OK);
+    sqlite::UniqueDb created(raw);
+  }
+  RawExec(R"sql(
+CREATE TABLE runs (
+  id TEXT PRIMARY KEY NOT NULL,
+  spec_json TEXT NOT NULL,
+  plan TEXT NOT NULL,
+  network TEXT NOT NULL,
+  namespace TEXT NOT NULL,
+  state TEXT NOT NULL,
+  exit_code INTEGER,
+  signal INTEGER,
+  reason TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  started_ms INTEGER NOT NULL,
+  ended_ms INTEGER NOT NULL
+);
+CREATE INDEX runs_by_state_created ON runs (state, created_ms, id);
+CREATE INDEX runs_by_created ON runs (created_ms, id);
+ALTER TABLE runs ADD COLUMN network_report_json TEXT NOT NULL DEFAULT '{}';
+CREATE INDEX runs_by_namespace ON runs (namespace);
+ALTER TABLE runs ADD COLUMN logs_json TEXT NOT NULL DEFAULT '{}';
+PRAGMA user_version = 4;
+)sql");
+  Result<RunRecord> exited = FullRecord(IdFor(1));
+  ASSERT_OK(exited);
+  exited->setup_ms = std::nullopt;  // version 4 had nowhere to keep one
+  exited->network_report.dropped_packets = 3;
+  exited->stdout_log = {12, "ab12", true};
+  RunRecord running = Record(IdFor(2), RunState::kRunning, 20);
+  running.setup_ms = std::nullopt;
+  running.started_ms = 21;
+  for (const RunRecord* r : {&*exited, &running}) {
+    RawExec(fmt::format(
+        "INSERT INTO runs (id, spec_json, plan, network, namespace, state, exit_code, signal, "
+        "reason, created_ms, started_ms, ended_ms, network_report_json, logs_json) VALUES "
+        "('{}', '{}', '{}', '{}', '{}', '{}', {}, NULL, '{}', {}, {}, {}, '{}', '{}')",
+        r->id, RunSpecToJson(r->spec), PlanName(r->plan), NetworkPostureName(r->network),
+        r->namespace_name, RunStateName(r->state),
+        r->exit_code ? std::to_string(*r->exit_code) : "NULL", r->reason, r->created_ms,
+        r->started_ms, r->ended_ms, NetworkReportToJson(r->network_report),
+        LogsToJson(r->stdout_log, r->stderr_log)));
+  }
+  ASSERT_EQ(RawPragma("user_version"), 4);
+
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawPragma("user_version"), SqliteRunStore::LatestSchemaVersion());
+  EXPECT_EQ(SqliteRunStore::LatestSchemaVersion(), 5);
+  Result<RunRecord> got = store->Get(IdFor(1));
+  ASSERT_OK(got);
+  EXPECT_EQ(*got, *exited);
+  EXPECT_EQ(got->setup_ms, std::nullopt);
+  got = store->Get(IdFor(2));
+  ASSERT_OK(got);
+  EXPECT_EQ(*got, running);
+
+  // The migrated row takes a setup time when its run ends; a new row keeps its own.
+  RunRecord ended = running;
+  ended.state = RunState::kExited;
+  ended.exit_code = 0;
+  ended.setup_ms = 29;
+  ended.ended_ms = 40;
+  ASSERT_OK(store->Update(ended, RunState::kRunning));
+  Result<RunRecord> fresh = FullRecord(IdFor(3));
+  ASSERT_OK(fresh);
+  ASSERT_OK(store->Insert(*fresh));
+  store.reset();
+  store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  got = store->Get(IdFor(2));
+  ASSERT_OK(got);
+  EXPECT_EQ(got->setup_ms, 29);
+  EXPECT_EQ(*got, ended);
+  got = store->Get(IdFor(3));
+  ASSERT_OK(got);
+  EXPECT_EQ(got->setup_ms, 41);
+  EXPECT_EQ(store->Get(IdFor(1))->setup_ms, std::nullopt);
 }
 
 TEST_F(SqliteRunStoreTest, DamagedRowIsAnErrorNamingRunAndColumn) {

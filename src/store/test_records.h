@@ -39,6 +39,7 @@ inline Result<RunRecord> FullRecord(std::string id) {
   record.created_ms = 1'700'000'000'123;
   record.started_ms = 1'700'000'000'456;
   record.ended_ms = 1'700'000'090'789;
+  record.setup_ms = 41;
   return record;
 }
 

@@ -115,6 +115,7 @@ Status WriteRunStatus(const RunDir& dir, const RunStatus& st) {
   j["network_report"] = Json::parse(NetworkReportToJson(st.outcome.network_report), nullptr, false);
   j["logs"] = Json::parse(LogsToJson(st.stdout_log, st.stderr_log), nullptr, false);
   j["supervisor_peak_rss_kb"] = st.supervisor_peak_rss_kb;
+  if (st.setup_ms) j["setup_ms"] = *st.setup_ms;
   j["ended_ms"] = st.ended_ms;
   return WriteFileAtomically(dir.status_path(),
                              j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n", 0644);
@@ -138,6 +139,8 @@ Result<RunStatus> ReadRunStatus(const RunDir& dir) {
     st.stdout_log = logs.first;
     st.stderr_log = logs.second;
     st.supervisor_peak_rss_kb = j.at("supervisor_peak_rss_kb").get<uint64_t>();
+    // Absent: the command never started (or a supervisor from before setup was measured).
+    if (j.contains("setup_ms")) st.setup_ms = j.at("setup_ms").get<int64_t>();
     st.ended_ms = j.at("ended_ms").get<int64_t>();
   } catch (const std::exception& e) {
     return InternalError(fmt::format("{}: {}", dir.status_path(), e.what()));

@@ -61,6 +61,9 @@ struct RunStatus {
   RunOutcome outcome;
   LogDigest stdout_log, stderr_log;
   uint64_t supervisor_peak_rss_kb = 0;  // VmHWM of the supervisor: its memory stayed bounded
+  // Sandbox and network setup: from the supervisor's launch to the sandbox reporting "started".
+  // Unset (and "setup_ms" absent from status.json) when the command never started.
+  std::optional<int64_t> setup_ms;
   int64_t ended_ms = 0;
 };
 // Written atomically (write, fsync, rename, fsync the directory): a reader sees the whole

@@ -14,6 +14,8 @@ namespace codespace {
 namespace {
 
 using ::codespace::testing::StatusIs;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(RunDirTest, StatusRoundTripsAndIsAbsentUntilWritten) {
   TempDir state;
@@ -30,6 +32,7 @@ TEST(RunDirTest, StatusRoundTripsAndIsAbsentUntilWritten) {
   st.stdout_log = {12, "ab", true};
   st.stderr_log = {0, "cd", true};
   st.supervisor_peak_rss_kb = 4096;
+  st.setup_ms = 37;
   st.ended_ms = 1700000000000;
   ASSERT_OK(WriteRunStatus(dir, st));
   auto back = ReadRunStatus(dir);
@@ -42,9 +45,30 @@ TEST(RunDirTest, StatusRoundTripsAndIsAbsentUntilWritten) {
   EXPECT_EQ(back->stdout_log, st.stdout_log);
   EXPECT_EQ(back->stderr_log, st.stderr_log);
   EXPECT_EQ(back->supervisor_peak_rss_kb, 4096u);
+  EXPECT_EQ(back->setup_ms, 37);
   EXPECT_EQ(back->ended_ms, 1700000000000);
   ASSERT_OK(WriteFileAtomically(dir.status_path(), "{torn"));
   EXPECT_FALSE(ReadRunStatus(dir).ok());
+}
+
+TEST(RunDirTest, SetupTimeIsAbsentWhenTheCommandNeverStarted) {
+  TempDir state;
+  RunDir dir = RunDirFor(state.path(), "0123456789abcdef");
+  ASSERT_OK(MakeDirs(dir.path));
+  RunStatus st;
+  st.outcome = RunOutcome::Aborted("Filtered-egress netns setup failed: veth: EPERM");
+  ASSERT_OK(WriteRunStatus(dir, st));
+  auto text = ReadFileToString(dir.status_path());
+  ASSERT_OK(text);
+  EXPECT_THAT(*text, Not(HasSubstr("setup_ms")));
+  auto back = ReadRunStatus(dir);
+  ASSERT_OK(back);
+  EXPECT_EQ(back->setup_ms, std::nullopt);
+  // Zero is a measurement (setup under a millisecond), not an absence.
+  st.setup_ms = 0;
+  ASSERT_OK(WriteRunStatus(dir, st));
+  EXPECT_THAT(ReadFileToString(dir.status_path()).value_or(""), HasSubstr("\"setup_ms\": 0"));
+  EXPECT_EQ(ReadRunStatus(dir)->setup_ms, 0);
 }
 
 TEST(RunDirTest, IdentityTellsALiveProcessFromAReusedPid) {

@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -185,7 +187,16 @@ int SuperviseMain(const SupervisorArgs& a) {
   req.cancel_fd = cancel.get();
   req.drain_grace = a.drain_grace;
   req.stop_grace = a.stop_grace;
+  // Setup: from just before the launch to the sandbox's first "started" report — bubblewrap,
+  // the namespaces, a filtered run's network and DNS gate. Monotonic: a clock step is no setup.
+  std::chrono::steady_clock::time_point launched;
+  std::optional<int64_t> setup_ms;
   req.on_started = [&](pid_t sandbox) {
+    if (!setup_ms) {
+      setup_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - launched)
+                     .count();
+    }
     if (auto id = IdentityOf(sandbox); id.ok()) WriteIdentity(dir.sandbox_path(), *id).IgnoreError();
   };
   // The broker's worker side: a socket in the run directory that the sandbox gets bound in,
@@ -206,7 +217,11 @@ int SuperviseMain(const SupervisorArgs& a) {
       req.broker_env = record->spec.broker.env_names;
     }
   }
-  if (status.outcome.reason.empty()) status.outcome = LaunchAndWait(req);
+  if (status.outcome.reason.empty()) {
+    launched = std::chrono::steady_clock::now();
+    status.outcome = LaunchAndWait(req);
+    status.setup_ms = setup_ms;
+  }
   if (bridge) {
     bridge->Stop();
     RelayStats rs = bridge->stats();
@@ -238,6 +253,7 @@ int SuperviseMain(const SupervisorArgs& a) {
   r.network_report = status.outcome.network_report;
   r.stdout_log = status.stdout_log;
   r.stderr_log = status.stderr_log;
+  r.setup_ms = status.setup_ms;
   std::string why = status.outcome.output_error.empty()
                         ? "status: " + written.message()
                         : status.outcome.output_error + "; status: " + written.message();

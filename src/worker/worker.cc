@@ -99,6 +99,7 @@ Result<RunCheck> CheckRun(RunStore& store, const WorkerConfig& c, const HostFact
     r.network_report = status->outcome.network_report;
     r.stdout_log = status->stdout_log;
     r.stderr_log = status->stderr_log;
+    r.setup_ms = status->setup_ms;
     if (!status->outcome.output_error.empty()) {
       r.reason = r.reason.empty() ? status->outcome.output_error
                                   : r.reason + "; " + status->outcome.output_error;
