@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -104,6 +106,60 @@ bool SplitRunPath(const std::string& path, std::string* id, std::string* rest) {
   *rest = slash == std::string::npos ? "" : tail.substr(slash);
   return !id->empty();
 }
+
+// A Prometheus histogram of run setup times, one series per network posture. Bounds are kept in
+// whole milliseconds, as records carry them, so bucketing is exact (no float comparisons).
+class SetupHistogram {
+ public:
+  SetupHistogram() {
+    // Every posture a started run can have, always exported (zeros included), so a dashboard's
+    // series exist before the first run of each kind.
+    for (NetworkPosture n :
+         {NetworkPosture::kFiltered, NetworkPosture::kSevered, NetworkPosture::kShared}) {
+      series_[std::string(NetworkPostureName(n))];
+    }
+  }
+  void Observe(NetworkPosture network, int64_t setup_ms) {
+    Series& s = series_[std::string(NetworkPostureName(network))];
+    for (size_t i = 0; i < std::size(kBoundsMs); ++i) {
+      if (setup_ms <= kBoundsMs[i]) s.buckets[i]++;
+    }
+    s.sum_ms += setup_ms;
+    s.count++;
+  }
+  void Render(std::string& out) const {
+    out +=
+        "# HELP codespace_run_setup_seconds Sandbox and network setup of runs, from the "
+        "supervisor's launch to the sandbox reporting started (records' setup_ms).\n"
+        "# TYPE codespace_run_setup_seconds histogram\n";
+    for (const auto& [network, s] : series_) {
+      for (size_t i = 0; i < std::size(kBoundsMs); ++i) {
+        out += fmt::format("codespace_run_setup_seconds_bucket{{network=\"{}\",le=\"{}\"}} {}\n",
+                           network, kBoundLabels[i], s.buckets[i]);
+      }
+      out += fmt::format("codespace_run_setup_seconds_bucket{{network=\"{}\",le=\"+Inf\"}} {}\n",
+                         network, s.count);
+      out += fmt::format("codespace_run_setup_seconds_sum{{network=\"{}\"}} {}\n", network,
+                         static_cast<double>(s.sum_ms) / 1000.0);
+      out += fmt::format("codespace_run_setup_seconds_count{{network=\"{}\"}} {}\n", network,
+                         s.count);
+    }
+  }
+
+ private:
+  // Prometheus's default buckets: setup runs from milliseconds (bubblewrap alone) to seconds
+  // (a filtered network's namespace, veth, nftables and DNS gate on a loaded host).
+  static constexpr int64_t kBoundsMs[] = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000};
+  static constexpr const char* kBoundLabels[] = {"0.005", "0.01", "0.025", "0.05", "0.1", "0.25",
+                                                 "0.5",   "1",    "2.5",   "5",    "10"};
+  static_assert(std::size(kBoundsMs) == std::size(kBoundLabels));
+  struct Series {
+    uint64_t buckets[std::size(kBoundsMs)] = {};  // cumulative: each counts setup <= its bound
+    int64_t sum_ms = 0;
+    uint64_t count = 0;
+  };
+  std::map<std::string, Series> series_;
+};
 
 HttpResponse MethodNotAllowed(std::string_view allowed) {
   HttpResponse r = ErrorResponse(405, fmt::format("method not allowed; use {}", allowed));
@@ -341,10 +397,8 @@ std::string ApiHandler::Metrics() {
     by_network[std::string(NetworkPostureName(n))] = 0;
   }
   uint64_t refused_names = 0, dropped = 0, broker_to = 0, broker_from = 0, broker_conns = 0,
-           broker_failed = 0, delay_count = 0;
-  double delay_sum = 0;
-  static constexpr double kBuckets[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
-  uint64_t bucket_counts[std::size(kBuckets)] = {};
+           broker_failed = 0;
+  SetupHistogram setup;
   bool store_ok = true;
   RunListOptions opts;
   opts.limit = 1000;
@@ -363,14 +417,7 @@ std::string ApiHandler::Metrics() {
       broker_from += r.network_report.broker_bytes_from;
       broker_conns += r.network_report.broker_connections;
       broker_failed += r.network_report.broker_failed;
-      if (r.started_ms > 0 && r.created_ms > 0 && r.started_ms >= r.created_ms) {
-        double seconds = static_cast<double>(r.started_ms - r.created_ms) / 1000.0;
-        delay_sum += seconds;
-        ++delay_count;
-        for (size_t i = 0; i < std::size(kBuckets); ++i) {
-          if (seconds <= kBuckets[i]) bucket_counts[i]++;
-        }
-      }
+      if (r.setup_ms && *r.setup_ms >= 0) setup.Observe(r.network, *r.setup_ms);
     }
     if (page->size() < opts.limit) break;
     opts.offset += opts.limit;
@@ -407,17 +454,7 @@ std::string ApiHandler::Metrics() {
   out += fmt::format("codespace_broker_connections_total{{result=\"ok\"}} {}\n",
                      broker_conns >= broker_failed ? broker_conns - broker_failed : 0);
   out += fmt::format("codespace_broker_connections_total{{result=\"failed\"}} {}\n", broker_failed);
-  out +=
-      "# HELP codespace_run_start_seconds Time from a run's admission (created_ms) to its "
-      "start (started_ms): queueing plus claim and supervisor start-up, from records.\n"
-      "# TYPE codespace_run_start_seconds histogram\n";
-  for (size_t i = 0; i < std::size(kBuckets); ++i) {
-    out += fmt::format("codespace_run_start_seconds_bucket{{le=\"{}\"}} {}\n", kBuckets[i],
-                       bucket_counts[i]);
-  }
-  out += fmt::format("codespace_run_start_seconds_bucket{{le=\"+Inf\"}} {}\n", delay_count);
-  out += fmt::format("codespace_run_start_seconds_sum {}\n", delay_sum);
-  out += fmt::format("codespace_run_start_seconds_count {}\n", delay_count);
+  setup.Render(out);
   return out;
 }
 

@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "base/testing/temp_dir.h"
 #include "store/sqlite_run_store.h"
@@ -12,6 +15,7 @@ namespace codespace::api {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A host that neither confines nor has the filtering tools: admission refuses none/allowlist.
 HostFacts RefusingHost() {
@@ -70,7 +74,10 @@ TEST_F(ApiHandlerTest, RefusedRunIs422WithTheReasonAndTheRecord) {
   std::string metrics = handler_->Metrics();
   EXPECT_THAT(metrics, HasSubstr("codespace_runs{state=\"refused\"} 1\n"));
   EXPECT_THAT(metrics, HasSubstr("codespace_runs{state=\"queued\"} 1\n"));
-  EXPECT_THAT(metrics, HasSubstr("codespace_run_start_seconds_count 0\n"));
+  // Neither run started: no setup time anywhere.
+  EXPECT_THAT(metrics, HasSubstr("codespace_run_setup_seconds_count{network=\"severed\"} 0\n"));
+  EXPECT_THAT(metrics, HasSubstr("codespace_run_setup_seconds_count{network=\"shared\"} 0\n"));
+  EXPECT_THAT(metrics, Not(HasSubstr("codespace_run_start_seconds")));
   auto list = nlohmann::json::parse(Do("GET", "/v1/runs", "", {{"state", "refused"}}).body);
   EXPECT_EQ(list["runs"].size(), 1u);
   EXPECT_EQ(Do("GET", "/v1/runs", "", {{"offset", "x"}}).status, 400);
@@ -78,6 +85,83 @@ TEST_F(ApiHandlerTest, RefusedRunIs422WithTheReasonAndTheRecord) {
   EXPECT_EQ(Do("POST", "/v1/runs/" + id + "/cancel").status, 409);
   EXPECT_EQ(Do("GET", "/v1/runs/not-an-id").status, 404);
   EXPECT_EQ(Do("PUT", "/v1/posture").status, 405);
+}
+
+// Records with known setup times give exactly these histogram lines: cumulative buckets (a
+// value on a bound counts in it), one series per network posture, sums in seconds; records
+// without a setup time (never started, or recorded before it was measured) count nowhere.
+TEST_F(ApiHandlerTest, SetupHistogramFromRecords) {
+  int n = 0;
+  auto add = [&](NetworkPosture network, std::optional<int64_t> setup_ms) {
+    RunRecord r;
+    r.id = fmt::format("{:016x}", ++n);
+    r.spec.argv = {"true"};
+    r.spec.workspace = "/w";
+    r.plan = network == NetworkPosture::kNone ? Plan::kRefused : Plan::kSevered;
+    r.network = network;
+    r.state = setup_ms ? RunState::kExited : RunState::kAborted;
+    r.created_ms = 1000 + n;
+    r.setup_ms = setup_ms;
+    ASSERT_TRUE(store_->Insert(r).ok());
+  };
+  add(NetworkPosture::kSevered, 3);
+  add(NetworkPosture::kSevered, 5);     // on the first bound: counts in le="0.005"
+  add(NetworkPosture::kSevered, 40);
+  add(NetworkPosture::kSevered, 0);     // under a millisecond is still a setup
+  add(NetworkPosture::kFiltered, 250);
+  add(NetworkPosture::kFiltered, 12000);  // over every bound: +Inf only
+  add(NetworkPosture::kFiltered, std::nullopt);  // aborted at setup
+  add(NetworkPosture::kNone, std::nullopt);      // refused
+  std::string metrics = handler_->Metrics();
+  size_t at = metrics.find("# HELP codespace_run_setup_seconds ");
+  ASSERT_NE(at, std::string::npos) << metrics;
+  EXPECT_EQ(metrics.substr(at),
+            "# HELP codespace_run_setup_seconds Sandbox and network setup of runs, from the "
+            "supervisor's launch to the sandbox reporting started (records' setup_ms).\n"
+            "# TYPE codespace_run_setup_seconds histogram\n"
+            "codespace_run_setup_seconds_bucket{network=\"filtered\",le=\"0.005\"} 0\n"
+            "codespace_run_setup_seconds_bucket{network=\"filtered\",le=\"0.01\"} 0\n"
+            "codespace_run_setup_seconds_bucket{network=\"filtered\",le=\"0.025\"} 0\n"
+            "codespace_run_setup_seconds_bucket{network=\"filtered\",le=\"0.05\"} 0\n"
+            "codespace_run_setup_seconds_bucket{network=\"filtered\",le=\"0.1\"} 0\n"
+            "codespace_run_setup_seconds_bucket{network=\"filtered\",le=\"0.25\"} 1\n"
+            "codespace_run_setup_seconds_bucket{network=\"filtered\",le=\"0.5\"} 1\n"
+            "codespace_run_setup_seconds_bucket{network=\"filtered\",le=\"1\"} 1\n"
+            "codespace_run_setup_seconds_bucket{network=\"filtered\",le=\"2.5\"} 1\n"
+            "codespace_run_setup_seconds_bucket{network=\"filtered\",le=\"5\"} 1\n"
+            "codespace_run_setup_seconds_bucket{network=\"filtered\",le=\"10\"} 1\n"
+            "codespace_run_setup_seconds_bucket{network=\"filtered\",le=\"+Inf\"} 2\n"
+            "codespace_run_setup_seconds_sum{network=\"filtered\"} 12.25\n"
+            "codespace_run_setup_seconds_count{network=\"filtered\"} 2\n"
+            "codespace_run_setup_seconds_bucket{network=\"severed\",le=\"0.005\"} 3\n"
+            "codespace_run_setup_seconds_bucket{network=\"severed\",le=\"0.01\"} 3\n"
+            "codespace_run_setup_seconds_bucket{network=\"severed\",le=\"0.025\"} 3\n"
+            "codespace_run_setup_seconds_bucket{network=\"severed\",le=\"0.05\"} 4\n"
+            "codespace_run_setup_seconds_bucket{network=\"severed\",le=\"0.1\"} 4\n"
+            "codespace_run_setup_seconds_bucket{network=\"severed\",le=\"0.25\"} 4\n"
+            "codespace_run_setup_seconds_bucket{network=\"severed\",le=\"0.5\"} 4\n"
+            "codespace_run_setup_seconds_bucket{network=\"severed\",le=\"1\"} 4\n"
+            "codespace_run_setup_seconds_bucket{network=\"severed\",le=\"2.5\"} 4\n"
+            "codespace_run_setup_seconds_bucket{network=\"severed\",le=\"5\"} 4\n"
+            "codespace_run_setup_seconds_bucket{network=\"severed\",le=\"10\"} 4\n"
+            "codespace_run_setup_seconds_bucket{network=\"severed\",le=\"+Inf\"} 4\n"
+            "codespace_run_setup_seconds_sum{network=\"severed\"} 0.048\n"
+            "codespace_run_setup_seconds_count{network=\"severed\"} 4\n"
+            "codespace_run_setup_seconds_bucket{network=\"shared\",le=\"0.005\"} 0\n"
+            "codespace_run_setup_seconds_bucket{network=\"shared\",le=\"0.01\"} 0\n"
+            "codespace_run_setup_seconds_bucket{network=\"shared\",le=\"0.025\"} 0\n"
+            "codespace_run_setup_seconds_bucket{network=\"shared\",le=\"0.05\"} 0\n"
+            "codespace_run_setup_seconds_bucket{network=\"shared\",le=\"0.1\"} 0\n"
+            "codespace_run_setup_seconds_bucket{network=\"shared\",le=\"0.25\"} 0\n"
+            "codespace_run_setup_seconds_bucket{network=\"shared\",le=\"0.5\"} 0\n"
+            "codespace_run_setup_seconds_bucket{network=\"shared\",le=\"1\"} 0\n"
+            "codespace_run_setup_seconds_bucket{network=\"shared\",le=\"2.5\"} 0\n"
+            "codespace_run_setup_seconds_bucket{network=\"shared\",le=\"5\"} 0\n"
+            "codespace_run_setup_seconds_bucket{network=\"shared\",le=\"10\"} 0\n"
+            "codespace_run_setup_seconds_bucket{network=\"shared\",le=\"+Inf\"} 0\n"
+            "codespace_run_setup_seconds_sum{network=\"shared\"} 0\n"
+            "codespace_run_setup_seconds_count{network=\"shared\"} 0\n");
+  EXPECT_THAT(metrics, HasSubstr("codespace_runs{state=\"exited\"} 6\n"));
 }
 
 }  // namespace

@@ -44,6 +44,26 @@ int FreeTcpPort() {
   return ntohs(a.sin_port);
 }
 
+// The value of one sample in Prometheus text, e.g.
+// MetricValue(text, "codespace_run_setup_seconds_count{network=\"severed\"}"); -1 when absent.
+double MetricValue(const std::string& text, const std::string& series) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
+        line[series.size()] == ' ') {
+      return std::stod(line.substr(series.size() + 1));
+    }
+  }
+  return -1;
+}
+
+std::string SetupSeries(const std::string& name, const std::string& network,
+                        const std::string& le = "") {
+  return le.empty() ? fmt::format("codespace_run_setup_seconds_{}{{network=\"{}\"}}", name, network)
+                    : fmt::format("codespace_run_setup_seconds_{}{{network=\"{}\",le=\"{}\"}}", name,
+                                  network, le);
+}
+
 // Connects to a unix socket as `uid` (gid the same, no other groups) in a forked child:
 // "connected", "denied" (EACCES/EPERM), or what else happened.
 std::string ConnectAs(uid_t uid, const std::string& path) {
@@ -322,12 +342,44 @@ TEST_F(ApiTest, EveryDocumentedRouteAnswersAsDocumented) {
   EXPECT_EQ(admission["plan"], "severed");
   auto metrics = Call("GET", "/metrics");
   EXPECT_THAT(metrics.body, HasSubstr("codespace_runs{state=\"exited\"}"));
-  EXPECT_THAT(metrics.body, HasSubstr("codespace_run_start_seconds_count"));
+  EXPECT_THAT(metrics.body, HasSubstr("codespace_run_setup_seconds_count{network=\"severed\"}"));
   EXPECT_THAT(metrics.body, HasSubstr("codespace_dropped_packets_total 0"));
   auto cancelled = WaitEnded(sleeper);
   EXPECT_EQ(cancelled["state"], "cancelled") << cancelled.dump();
   EXPECT_EQ(Call("DELETE", "/v1/runs").status, 405);
   EXPECT_EQ(Call("GET", "/nope").status, 404);
+}
+
+// A real run through the worker: its supervisor measures setup (launch to the sandbox's
+// "started"), the record carries it, and /metrics counts it under the run's network posture.
+TEST_F(ApiTest, ARunsSetupTimeReachesItsRecordAndTheHistogram) {
+  std::string before = Call("GET", "/metrics").body;
+  const double count0 = MetricValue(before, SetupSeries("count", "severed"));
+  const double sum0 = MetricValue(before, SetupSeries("sum", "severed"));
+  ASSERT_GE(count0, 0) << before;
+  ASSERT_GE(sum0, 0) << before;
+  std::string id = Submit({"true"});
+  ASSERT_FALSE(id.empty());
+  Json rec = WaitEnded(id);
+  ASSERT_EQ(rec["state"], "exited") << rec.dump();
+  EXPECT_EQ(rec["network"], "severed");
+  ASSERT_TRUE(rec.contains("setup_ms") && rec["setup_ms"].is_number_integer()) << rec.dump();
+  const int64_t setup_ms = rec["setup_ms"];
+  // bubblewrap and its namespaces take milliseconds at least; and setup is part of the run's
+  // life, which began at the claim (started_ms), before its supervisor was even spawned.
+  EXPECT_GT(setup_ms, 0) << rec.dump();
+  EXPECT_LE(setup_ms, rec["ended_ms"].get<int64_t>() - rec["started_ms"].get<int64_t>())
+      << rec.dump();
+
+  std::string after = Call("GET", "/metrics").body;
+  EXPECT_EQ(MetricValue(after, SetupSeries("count", "severed")), count0 + 1) << after;
+  const double sum1 = MetricValue(after, SetupSeries("sum", "severed"));
+  EXPECT_GT(sum1, sum0) << after;
+  EXPECT_NEAR(sum1 - sum0, static_cast<double>(setup_ms) / 1000.0, 1e-6) << after;
+  EXPECT_EQ(MetricValue(after, SetupSeries("bucket", "severed", "+Inf")), count0 + 1) << after;
+  // Only the run's own posture moved.
+  EXPECT_EQ(MetricValue(after, SetupSeries("count", "filtered")), 0) << after;
+  EXPECT_EQ(MetricValue(after, SetupSeries("count", "shared")), 0) << after;
 }
 
 TEST_F(ApiTest, BadInputIsRefusedNamingTheFieldAndMakesNoRun) {

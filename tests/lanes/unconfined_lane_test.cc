@@ -67,6 +67,7 @@ TEST_F(UnconfinedLaneTest, AllowlistRunIsAbortedAtSetupAndNeverStarts) {
   EXPECT_EQ(rec["plan"], "filtered");
   EXPECT_THAT(rec["namespace"].get<std::string>(), ::testing::StartsWith("cs-"));
   EXPECT_THAT(rec["reason"].get<std::string>(), HasSubstr("Filtered-egress netns setup failed"));
+  EXPECT_TRUE(rec["setup_ms"].is_null()) << "setup never finished: " << rec.dump();
 }
 
 TEST_F(UnconfinedLaneTest, NoneIsSeveredByANamespaceOfItsOwn) {
