@@ -25,6 +25,7 @@
 #include "base/file_util.h"
 #include "lanes/lane_test_util.h"
 #include "run/run_spec.h"
+#include "supervisor/run_dir.h"
 
 namespace codespace::lanes {
 namespace {
@@ -625,6 +626,158 @@ TEST_F(ApiTest, CliCommandsGoThroughTheWorkersSocket) {
   CliResult cancel = RunCodespace(install_, {"cancel", id}, env);
   EXPECT_NE(cancel.code(), 0) << "already over: " << Describe(cancel);
   EXPECT_THAT(cancel.output, HasSubstr("already exited"));
+}
+
+// A worker on a host that can neither confine nor filter — the unconfined lane's staging: uid
+// 1654, CODESPACE_BWRAP_PATH at no binary, a PATH without ip and nft. Admission refuses every run
+// but an open one (SPEC's plan table, last row): POST /v1/runs answers 422 with the reason, the
+// refusal is recorded as a refused run (SPEC: refused is one of a record's states), and nothing
+// is queued, started or run.
+class ApiOnRefusingHostTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    REQUIRE_ROOT_FOR_LANES();
+    ASSERT_TRUE(install_.ok()) << install_.error();
+    auto log =
+        OpenFile((install_.root() + "/worker.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ASSERT_TRUE(log.ok());
+    const std::string uid = std::to_string(kUnprivilegedUid);
+    SpawnOptions o;
+    o.argv = {"/usr/bin/setpriv", "--reuid=" + uid,        "--regid=" + uid,
+              "--clear-groups",   "--inh-caps=-all",       "--bounding-set=-all",
+              "--no-new-privs",   "--",                    install_.codespace(),
+              "worker"};
+    o.env = {"PATH=/nonexistent", "HOME=" + install_.root(),
+             "CODESPACE_STATE_DIR=" + install_.state_dir(),
+             "CODESPACE_BWRAP_PATH=/nonexistent/bwrap"};
+    o.fds = {{log->get(), 1}, {log->get(), 2}};  // NOLINT
+    auto child = Spawn(o);
+    ASSERT_TRUE(child.ok()) << child.status().ToString();
+    worker_ = std::make_unique<ChildProcess>(std::move(*child));
+    auto until = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < until) {
+      auto r = api::CallApi(sock(), "GET", "/v1/posture");
+      if (r.ok() && r->status == 200) return;
+      std::this_thread::sleep_for(50ms);
+    }
+    FAIL() << "the worker API did not answer; worker log:\n"
+           << ReadFileToString(install_.root() + "/worker.log").value_or("");
+  }
+  void TearDown() override {
+    if (worker_) {
+      worker_->Signal(SIGTERM).IgnoreError();
+      worker_->Wait().status().IgnoreError();
+      worker_.reset();
+    }
+    for (pid_t p : ProcessesMatching(install_.state_dir())) ::kill(p, SIGKILL);
+  }
+  std::string sock() const { return "unix:" + install_.state_dir() + "/api.sock"; }
+  api::ClientResponse Call(std::string_view method, std::string_view target,
+                           std::string_view body = {}) {
+    auto r = api::CallApi(sock(), method, target, body);
+    EXPECT_TRUE(r.ok()) << method << " " << target << ": " << r.status().ToString();
+    return r.ok() ? *r : api::ClientResponse{};
+  }
+  Json JsonOf(const api::ClientResponse& r) {
+    auto j = Json::parse(r.body, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.body;
+    return j;
+  }
+  std::string Created() const { return install_.workspace() + "/command-ran"; }
+
+  StagedInstall install_{kUnprivilegedUid};
+  std::unique_ptr<ChildProcess> worker_;
+};
+
+TEST_F(ApiOnRefusingHostTest, SubmitIs422WithTheReasonAndNothingRunnableIsRecorded) {
+  OpenApi doc;
+  ASSERT_TRUE(doc.ok()) << CODESPACE_OPENAPI_PATH;
+  Json posture = JsonOf(Call("GET", "/v1/posture"));
+  ASSERT_EQ(posture["confines"], false) << posture.dump();
+  ASSERT_EQ(posture["tools"], false) << posture.dump();
+
+  std::vector<std::string> refused;
+  for (Json egress : {Json{{"mode", "allowlist"}, {"allowlist", {"127.0.0.1"}}},
+                      Json{{"mode", "none"}}}) {
+    Json spec = {{"argv", {"/bin/touch", Created()}},
+                 {"workspace", install_.workspace()},
+                 {"egress", egress}};
+    auto r = Call("POST", "/v1/runs", spec.dump());
+    ASSERT_EQ(r.status, 422) << egress.dump() << ": " << r.body;
+    EXPECT_EQ(doc.Check("POST", "/v1/runs", r), "") << r.body;
+    Json j = JsonOf(r);
+    EXPECT_THAT(j.value("error", ""), HasSubstr("not found on PATH")) << r.body;
+    const Json& rec = j["record"];
+    EXPECT_EQ(rec["state"], "refused") << r.body;
+    EXPECT_EQ(rec["plan"], "refused") << r.body;
+    EXPECT_EQ(rec["reason"], j["error"]) << r.body;
+    EXPECT_TRUE(rec["setup_ms"].is_null()) << r.body;
+    EXPECT_EQ(rec["started_ms"], 0) << r.body;
+    EXPECT_FALSE(r.headers.count("location")) << "a refusal points at no queued run";
+    refused.push_back(rec.value("id", ""));
+  }
+
+  // Several worker rounds later (it polls every 100 ms): the refusals are kept as they were, no
+  // run was queued or started, no supervisor got a run directory, and the command never ran.
+  std::this_thread::sleep_for(1s);
+  for (const std::string& id : refused) {
+    ASSERT_TRUE(IsValidRunId(id)) << id;
+    Json rec = JsonOf(Call("GET", "/v1/runs/" + id));
+    EXPECT_EQ(rec["state"], "refused") << rec.dump();
+    EXPECT_THAT(rec.value("reason", ""), HasSubstr("not found on PATH")) << rec.dump();
+    EXPECT_EQ(rec["started_ms"], 0) << rec.dump();
+    EXPECT_NE(::access(RunDirFor(install_.state_dir(), id).path.c_str(), F_OK), 0)
+        << "run " << id << " has a run directory: a supervisor was started";
+  }
+  for (const char* state : {"queued", "running", "exited", "aborted"}) {
+    EXPECT_TRUE(JsonOf(Call("GET", std::string("/v1/runs?state=") + state))["runs"].empty())
+        << state;
+  }
+  EXPECT_EQ(JsonOf(Call("GET", "/v1/runs"))["runs"].size(), refused.size());
+  EXPECT_NE(::access(Created().c_str(), F_OK), 0) << "a refused command ran";
+  std::string metrics = Call("GET", "/metrics").body;
+  EXPECT_THAT(metrics, HasSubstr("codespace_runs{state=\"refused\"} 2\n"));
+  EXPECT_THAT(metrics, HasSubstr("codespace_runs{state=\"queued\"} 0\n"));
+}
+
+// `codespace submit` goes through the worker's socket and says what the worker said: the
+// refusal, its reason, and a failing exit. The CLI's own environment has ip and nft on PATH, so
+// had it decided alone (no worker), this unconfined host would have planned the allowlist run
+// Filtered and queued it with exit 0 (UnconfinedLaneTest.PlanPredictsTheNamespace).
+TEST_F(ApiOnRefusingHostTest, CliSubmitThroughTheSocketPrintsTheRefusalAndFails) {
+  CliResult r = RunCodespace(install_,
+                             {"-q", "submit", "--workspace", install_.workspace(), "--egress",
+                              "allowlist", "--allow", "127.0.0.1", "--", "/bin/touch", Created()},
+                             {{"CODESPACE_BWRAP_PATH", "/nonexistent/bwrap"}});
+  EXPECT_EQ(r.code(), 125) << Describe(r);
+  EXPECT_THAT(r.output, HasSubstr("refused")) << Describe(r);
+  EXPECT_THAT(r.output, HasSubstr("not found on PATH")) << Describe(r);
+  // The id on a line of its own (stdout), the refusal on stderr; their order is the buffers'.
+  std::string id;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (IsValidRunId(line)) id = line;
+  }
+  ASSERT_TRUE(IsValidRunId(id)) << Describe(r);
+  EXPECT_THAT(r.output, HasSubstr("run " + id + " refused: ")) << Describe(r);
+  Json rec = JsonOf(Call("GET", "/v1/runs/" + id));
+  EXPECT_EQ(rec["state"], "refused") << rec.dump();
+  EXPECT_EQ(rec["plan"], "refused") << rec.dump();
+  std::this_thread::sleep_for(500ms);
+  EXPECT_NE(::access(Created().c_str(), F_OK), 0) << "a refused command ran";
+  EXPECT_TRUE(JsonOf(Call("GET", "/v1/runs?state=queued"))["runs"].empty());
+
+  // The same command with no worker answering decides alone, on the CLI's own host facts: it
+  // queues the run (nothing launches it: no worker). So the refusal above was the worker's.
+  TearDown();
+  CliResult alone = RunCodespace(install_,
+                                 {"-q", "submit", "--workspace", install_.workspace(), "--egress",
+                                  "allowlist", "--allow", "127.0.0.1", "--", "/bin/true"},
+                                 {{"CODESPACE_BWRAP_PATH", "/nonexistent/bwrap"}});
+  EXPECT_EQ(alone.code(), 0) << Describe(alone);
+  auto latest = LatestRecord(install_);
+  EXPECT_EQ(latest["state"], "queued") << latest.dump();
+  EXPECT_EQ(latest["plan"], "filtered") << latest.dump();
 }
 
 }  // namespace
