@@ -43,6 +43,26 @@ std::string StatusLines(const std::string& status, std::initializer_list<std::st
   return out;
 }
 
+// The mount table without namespace pins (nsfs mounts: every filtered run adds one under
+// /run/netns for its life), which change nothing a probe depends on and would otherwise make
+// every run of a busy worker look like another host.
+std::string MountsWithoutNamespacePins() {
+  std::string all = ReadOr("/proc/self/mountinfo", "");
+  std::string kept;
+  size_t start = 0;
+  while (start < all.size()) {
+    size_t end = all.find('\n', start);
+    if (end == std::string::npos) end = all.size();
+    std::string_view line(all.data() + start, end - start);
+    if (line.find(" - nsfs ") == std::string_view::npos) {
+      kept.append(line);
+      kept += '\n';
+    }
+    start = end + 1;
+  }
+  return kept;
+}
+
 std::string NamespaceId(const char* which) {
   char buf[64];
   ssize_t n = ::readlink(fmt::format("/proc/self/ns/{}", which).c_str(), buf, sizeof(buf));
@@ -109,7 +129,7 @@ std::string ProbeCacheKey(const ProbeOptions& options) {
       StatusLines(status,
                   {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp"}),
       ReadOr("/proc/self/attr/current", "-"), NamespaceId("user"), NamespaceId("mnt"),
-      NamespaceId("net"), NamespaceId("pid"), Fnv1a(ReadOr("/proc/self/mountinfo", "")),
+      NamespaceId("net"), NamespaceId("pid"), Fnv1a(MountsWithoutNamespacePins()),
       ReadOr("/proc/sys/kernel/unprivileged_userns_clone", "-"),
       ReadOr("/proc/sys/user/max_user_namespaces", "-"),
       ReadOr("/proc/sys/user/max_net_namespaces", "-"),

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -114,6 +115,43 @@ TEST(ProbeCacheKeyTest, StableWhileNothingChangesAndMovesWithWhatTheProbesDepend
     EXPECT_NE(KeyInChild([] { return ::unshare(CLONE_NEWNS) == 0; }, o), key);
     EXPECT_NE(KeyInChild([] { return ::setresuid(1654, 1654, 1654) == 0; }, o), key);
   }
+}
+
+// In a mount namespace of its own: a namespace pinned by a bind mount (what every filtered run
+// makes under /run/netns for its life) is no change that matters to the probes; any other mount
+// is.
+TEST(ProbeCacheKeyTest, NamespacePinsDoNotMoveItOtherMountsDo) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount";
+  TempDir dir;
+  std::string pin = dir.path() + "/pin";
+  ASSERT_OK(WriteFileAtomically(pin, ""));
+  auto p = MakePipe();
+  ASSERT_OK(p.status());
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    p->read.reset();
+    auto report = [&](const std::string& what) {
+      WriteAll(p->write.get(), what).IgnoreError();
+      ::_exit(0);
+    };
+    if (::unshare(CLONE_NEWNS) != 0) report("unshare failed");
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) report("private failed");
+    ProbeOptions o = ProbeOptionsFromEnvironment();
+    std::string before = ProbeCacheKey(o);
+    if (::mount("/proc/self/ns/net", pin.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+      report("pin failed");
+    }
+    std::string pinned = ProbeCacheKey(o);
+    if (::mount("tmpfs", dir.path().c_str(), "tmpfs", 0, nullptr) != 0) report("tmpfs failed");
+    std::string mounted = ProbeCacheKey(o);
+    report(std::string(pinned == before ? "pin:same" : "pin:moved") +
+           (mounted == pinned ? " tmpfs:same" : " tmpfs:moved"));
+  }
+  p->write.reset();
+  auto got = ReadAll(p->read.get());
+  ::waitpid(pid, nullptr, 0);
+  ASSERT_OK(got.status());
+  EXPECT_EQ(*got, "pin:same tmpfs:moved");
 }
 
 TEST(ProbeHostRememberingTest, ProbesOnceThenRemembersTheSameFactsAndForgets) {
