@@ -141,8 +141,8 @@ class SetupHistogram {
                          network, s.count);
       out += fmt::format("codespace_run_setup_seconds_sum{{network=\"{}\"}} {}\n", network,
                          static_cast<double>(s.sum_ms) / 1000.0);
-      out += fmt::format("codespace_run_setup_seconds_count{{network=\"{}\"}} {}\n", network,
-                         s.count);
+      out +=
+          fmt::format("codespace_run_setup_seconds_count{{network=\"{}\"}} {}\n", network, s.count);
     }
   }
 
@@ -215,6 +215,7 @@ HttpResponse ApiHandler::Respond(const HttpRequest& req) {
         j["record"] = RecordValue(*created);
         return JsonResponse(422, j);
       }
+      if (on_queued_) on_queued_();
       HttpResponse r = JsonResponse(201, RecordValue(*created));
       r.headers.emplace_back("Location", "/v1/runs/" + created->id);
       return r;

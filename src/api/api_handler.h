@@ -61,11 +61,15 @@ class ApiHandler {
 
   std::string Metrics();
 
+  // Called after a run is queued (the worker's wake-up, so it starts the run at once).
+  void OnQueued(std::function<void()> f) { on_queued_ = std::move(f); }
+
  private:
   HostFacts facts_;
   RunStore* store_;
   std::string state_dir_;
   LocalProcessRunner runner_;
+  std::function<void()> on_queued_;
 };
 
 }  // namespace codespace::api

@@ -8,14 +8,15 @@
 // Exit codes of `run`, like `docker run`: the command's own; 128+N when a signal killed it;
 // 125 when codespace itself failed or refused the run; 126 when the command cannot be invoked;
 // 127 when it is not found.
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
-
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -23,10 +24,10 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
-
+#include "api/api_server.h"
+#include "api/worker_client.h"
 #include "base/file_util.h"
+#include "cli/log_follow.h"
 #include "cli/record_format.h"
 #include "cli/state_dir.h"
 #include "plan/admission.h"
@@ -38,14 +39,11 @@
 #include "sandbox/run_outcome.h"
 #include "store/record_json.h"
 #include "store/sqlite_run_store.h"
+#include "supervisor/run_dir.h"
+#include "supervisor/supervisor.h"
 #include "worker/local_runner.h"
 #include "worker/namespace_sweep.h"
 #include "worker/worker.h"
-#include "cli/log_follow.h"
-#include "api/api_server.h"
-#include "api/worker_client.h"
-#include "supervisor/run_dir.h"
-#include "supervisor/supervisor.h"
 
 namespace codespace {
 namespace {
@@ -166,11 +164,11 @@ int ApiPlan(api::WorkerClient& api, const RunSpec& spec, bool quiet) {
   auto planned = api.Plan(spec);
   if (ApiFailed(planned)) return kExitCodespaceFailed;
   const Admission& a = planned->admission;
-  fmt::print("admitted: {}\nplan: {}\nnetwork: {}\nnamespace: {}\nreason: {}\n",
-             a.admitted ? "yes" : "no", PlanName(a.decision.plan),
-             NetworkPostureName(PostureOfPlan(a.decision.plan)),
-             a.namespace_name.empty() ? "-" : a.namespace_name + " (for run " + planned->run_id + ")",
-             a.reason.empty() ? "-" : a.reason);
+  fmt::print(
+      "admitted: {}\nplan: {}\nnetwork: {}\nnamespace: {}\nreason: {}\n", a.admitted ? "yes" : "no",
+      PlanName(a.decision.plan), NetworkPostureName(PostureOfPlan(a.decision.plan)),
+      a.namespace_name.empty() ? "-" : a.namespace_name + " (for run " + planned->run_id + ")",
+      a.reason.empty() ? "-" : a.reason);
   return a.admitted ? 0 : kExitCodespaceFailed;
 }
 
@@ -247,8 +245,13 @@ WorkerConfig MakeWorkerConfig(const std::string& state_dir) {
   wc.state_dir = state_dir;
   wc.codespace_binary = SelfExe();
   wc.init_path = FindSandboxInit();
-  wc.drain_grace = std::chrono::milliseconds(std::atoll(GetEnv("CODESPACE_DRAIN_GRACE_MS", "5000").c_str()));
-  wc.stop_grace = std::chrono::milliseconds(std::atoll(GetEnv("CODESPACE_STOP_GRACE_MS", "5000").c_str()));
+  wc.drain_grace =
+      std::chrono::milliseconds(std::atoll(GetEnv("CODESPACE_DRAIN_GRACE_MS", "5000").c_str()));
+  wc.stop_grace =
+      std::chrono::milliseconds(std::atoll(GetEnv("CODESPACE_STOP_GRACE_MS", "5000").c_str()));
+  // How often the worker looks at the store for runs queued without telling it (the API wakes it).
+  wc.poll_interval = std::chrono::milliseconds(
+      std::max(1LL, std::atoll(GetEnv("CODESPACE_WORKER_POLL_MS", "100").c_str())));
   return wc;
 }
 
@@ -265,8 +268,8 @@ Result<Session> StartSession(const std::string& state_dir, bool quiet) {
   Session s;
   RETURN_IF_ERROR(MakeDirs(state_dir, 0700));
   s.probe_cache = state_dir + "/host-probes";
-  s.facts = ProbeHostRemembering(ProbeOptionsFromEnvironment(), s.probe_cache,
-                                 &s.probes_remembered);
+  s.facts =
+      ProbeHostRemembering(ProbeOptionsFromEnvironment(), s.probe_cache, &s.probes_remembered);
   if (!quiet) fmt::print(stderr, "{}\n", PostureLine(s.facts));
   std::string refusal = ConfinementRefusal(s.facts);
   if (!refusal.empty()) return FailedPreconditionError(refusal);
@@ -285,8 +288,7 @@ Result<Session> StartSession(const std::string& state_dir, bool quiet) {
 Result<RunRecord> CreateRun(Session& s, const SpecFlags& flags, bool quiet, bool start_now) {
   ASSIGN_OR_RETURN(RunSpec spec, SpecFromFlags(flags));
   LocalProcessRunner runner(s.facts, s.store.get());
-  ASSIGN_OR_RETURN(RunRecord created,
-                   start_now ? runner.CreateRunning(spec) : runner.Create(spec));
+  ASSIGN_OR_RETURN(RunRecord created, start_now ? runner.CreateRunning(spec) : runner.Create(spec));
   if (!quiet) {
     fmt::print(stderr, "run {} plan={} network={}{}{}\n", created.id, PlanName(created.plan),
                NetworkPostureName(created.network),
@@ -297,7 +299,8 @@ Result<RunRecord> CreateRun(Session& s, const SpecFlags& flags, bool quiet, bool
 }
 
 int ExitCodeOf(const RunRecord& r) {
-  if (r.state == RunState::kAborted || r.state == RunState::kRefused || r.state == RunState::kLost) {
+  if (r.state == RunState::kAborted || r.state == RunState::kRefused ||
+      r.state == RunState::kLost) {
     fmt::print(stderr, "codespace: run {} {}: {}\n", r.id, RunStateName(r.state), r.reason);
     return kExitCodespaceFailed;
   }
@@ -412,8 +415,14 @@ int CmdWorker(bool quiet, const std::string& state_dir) {
     PrintError(api_store.ok() ? api_config.status() : api_store.status());
     return kExitCodespaceFailed;
   }
-  auto api_server = api::ApiServer::Start(
-      *api_config, std::make_unique<api::ApiHandler>(session->facts, api_store->get(), state_dir));
+  auto wake = WorkerWake::Create();
+  if (!wake.ok()) {
+    PrintError(wake.status());
+    return kExitCodespaceFailed;
+  }
+  auto handler = std::make_unique<api::ApiHandler>(session->facts, api_store->get(), state_dir);
+  handler->OnQueued([&wake] { wake->Notify(); });
+  auto api_server = api::ApiServer::Start(*api_config, std::move(handler));
   if (!api_server.ok()) {
     PrintError(api_server.status().WithContext("worker API"));
     return kExitCodespaceFailed;
@@ -422,7 +431,8 @@ int CmdWorker(bool quiet, const std::string& state_dir) {
     fmt::print(stderr, "codespace worker: API on unix:{}{}\n", api_config->unix_path,
                api_config->tcp_listen.empty() ? "" : " and tcp:" + api_config->tcp_listen);
   }
-  Status s = RunWorker(*session->store, MakeWorkerConfig(state_dir), session->facts, g_interrupted);
+  Status s = RunWorker(*session->store, MakeWorkerConfig(state_dir), session->facts, g_interrupted,
+                       &*wake);
   (*api_server)->Stop();
   if (!s.ok()) {
     PrintError(s);
@@ -539,8 +549,9 @@ int Main(int argc, char** argv) {
     }
     return SuperviseMain(*args);
   }
-  CLI::App app{"codespace: run untrusted commands in bubblewrap sandboxes with a network egress "
-               "policy per run, and keep a durable record of every run."};
+  CLI::App app{
+      "codespace: run untrusted commands in bubblewrap sandboxes with a network egress "
+      "policy per run, and keep a durable record of every run."};
   app.require_subcommand(1);
   bool quiet = false;
   std::string state_dir = DefaultStateDir();
@@ -578,8 +589,9 @@ int Main(int argc, char** argv) {
   auto* submit = app.add_subcommand("submit", "Queue a run for the worker and print its id");
   AddSpecFlags(submit, &submit_flags, true);
 
-  app.add_subcommand("worker", "The long-lived worker: claims queued runs, supervises them, "
-                               "re-binds to runs in flight after a restart");
+  app.add_subcommand("worker",
+                     "The long-lived worker: claims queued runs, supervises them, "
+                     "re-binds to runs in flight after a restart");
 
   std::string logs_id;
   bool logs_follow = false;

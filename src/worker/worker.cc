@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -165,8 +166,26 @@ Status RequestCancel(RunStore& store, const std::string& state_dir, const std::s
   return OkStatus();
 }
 
+Result<WorkerWake> WorkerWake::Create() {
+  int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (fd < 0) return ErrnoError("eventfd(worker wake)", errno);
+  return WorkerWake(UniqueFd(fd));
+}
+
+void WorkerWake::Notify() const {
+  uint64_t one = 1;
+  ssize_t ignored = ::write(fd_.get(), &one, sizeof(one));  // full only after 2^64 wakes
+  (void)ignored;
+}
+
+void WorkerWake::Drain() const {
+  uint64_t n;
+  ssize_t ignored = ::read(fd_.get(), &n, sizeof(n));  // nonblocking: EAGAIN when not woken
+  (void)ignored;
+}
+
 Status RunWorker(RunStore& store, const WorkerConfig& c, const HostFacts& facts,
-                 const std::atomic<bool>& stop) {
+                 const std::atomic<bool>& stop, const WorkerWake* wake) {
   SweepResult swept = SweepFinishedRunNamespaces(store, facts);
   for (const auto& e : swept.errors) Log("sweep: " + e);
   // Supervisors being watched: run id → pidfd; runs to look at again next round.
@@ -230,16 +249,19 @@ Status RunWorker(RunStore& store, const WorkerConfig& c, const HostFacts& facts,
         }
       }
     }
-    // Wait for a supervisor to end, or the next poll.
+    // Wait for a supervisor to end, a wake (a run was queued), or the next poll.
     std::vector<pollfd> fds;
     std::vector<std::string> ids;
     for (auto& [id, fd] : watched) {
       fds.push_back({fd.get(), POLLIN, 0});
       ids.push_back(id);
     }
+    if (wake) fds.push_back({wake->fd(), POLLIN, 0});
     int rc = ::poll(fds.data(), fds.size(), static_cast<int>(c.poll_interval.count()));
     if (rc < 0 && errno != EINTR) return ErrnoError("poll(supervisors)", errno);
-    for (size_t i = 0; i < fds.size(); ++i) {
+    // Drained before the store is read again: a run queued after this read wakes the next poll.
+    if (wake && (fds.back().revents & POLLIN)) wake->Drain();
+    for (size_t i = 0; i < ids.size(); ++i) {
       if (!(fds[i].revents & POLLIN)) continue;
       watched.erase(ids[i]);
       if (auto r = store.Get(ids[i]); r.ok() && r->state == RunState::kRunning) check(*r);

@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "base/status.h"
+#include "base/unique_fd.h"
 #include "posture/host_facts.h"
 #include "store/run_store.h"
 #include "supervisor/run_dir.h"
@@ -56,9 +58,24 @@ Result<RunCheck> CheckRun(RunStore& store, const WorkerConfig& config, const Hos
 // supervisor (which stops the sandbox: SIGTERM, grace, SIGKILL).
 Status RequestCancel(RunStore& store, const std::string& state_dir, const std::string& run_id);
 
+// Wakes the worker loop at once (an eventfd): the API calls Notify() after it queues a run, so
+// a submitted run starts now rather than at the next look at the store (poll_interval, which
+// still finds runs queued by anything else).
+class WorkerWake {
+ public:
+  static Result<WorkerWake> Create();
+  void Notify() const;
+  int fd() const { return fd_.get(); }
+  void Drain() const;
+
+ private:
+  explicit WorkerWake(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
+};
+
 // `codespace worker`: probes done by the caller; sweeps, re-binds, then claims and watches until
-// `stop` is set.
+// `stop` is set. `wake` (may be null) cuts the wait for the next poll short.
 Status RunWorker(RunStore& store, const WorkerConfig& config, const HostFacts& facts,
-                 const std::atomic<bool>& stop);
+                 const std::atomic<bool>& stop, const WorkerWake* wake = nullptr);
 
 }  // namespace codespace

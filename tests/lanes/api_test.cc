@@ -10,6 +10,8 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,8 +19,6 @@
 #include <mutex>
 #include <set>
 #include <sstream>
-#include <sys/un.h>
-#include <sys/wait.h>
 #include <thread>
 
 #include "api/api_client.h"
@@ -61,8 +61,8 @@ double MetricValue(const std::string& text, const std::string& series) {
 std::string SetupSeries(const std::string& name, const std::string& network,
                         const std::string& le = "") {
   return le.empty() ? fmt::format("codespace_run_setup_seconds_{}{{network=\"{}\"}}", name, network)
-                    : fmt::format("codespace_run_setup_seconds_{}{{network=\"{}\",le=\"{}\"}}", name,
-                                  network, le);
+                    : fmt::format("codespace_run_setup_seconds_{}{{network=\"{}\",le=\"{}\"}}",
+                                  name, network, le);
 }
 
 // Connects to a unix socket as `uid` (gid the same, no other groups) in a forked child:
@@ -531,6 +531,20 @@ TEST_F(ApiTest, ASocketForAGroupIsReachableByThatGroup) {
   EXPECT_EQ(ConnectAs(kUnprivilegedUid + 1, sock), "denied");
 }
 
+// The worker looks at the store only every CODESPACE_WORKER_POLL_MS; a run submitted through
+// the API wakes it instead. With the poll ten minutes apart, the run still starts and ends now.
+TEST_F(ApiTest, ASubmittedRunStartsAtOnceNotAtTheNextPoll) {
+  TearDown();
+  extra_env_ = {"CODESPACE_WORKER_POLL_MS=600000"};
+  StartWorker();
+  for (int i = 0; i < 3; ++i) {  // and again: each wake is consumed, none is lost
+    std::string id = Submit({"true"});
+    ASSERT_FALSE(id.empty());
+    Json rec = WaitEnded(id, 20s);
+    EXPECT_EQ(rec["state"], "exited") << rec.dump();
+  }
+}
+
 TEST_F(ApiTest, TcpWithoutATokenRefusesToStart) {
   TearDown();  // this test starts workers of its own
   CliResult r =
@@ -643,10 +657,11 @@ class ApiOnRefusingHostTest : public ::testing::Test {
     ASSERT_TRUE(log.ok());
     const std::string uid = std::to_string(kUnprivilegedUid);
     SpawnOptions o;
-    o.argv = {"/usr/bin/setpriv", "--reuid=" + uid,        "--regid=" + uid,
-              "--clear-groups",   "--inh-caps=-all",       "--bounding-set=-all",
-              "--no-new-privs",   "--",                    install_.codespace(),
-              "worker"};
+    o.argv = {"/usr/bin/setpriv",   "--reuid=" + uid,
+              "--regid=" + uid,     "--clear-groups",
+              "--inh-caps=-all",    "--bounding-set=-all",
+              "--no-new-privs",     "--",
+              install_.codespace(), "worker"};
     o.env = {"PATH=/nonexistent", "HOME=" + install_.root(),
              "CODESPACE_STATE_DIR=" + install_.state_dir(),
              "CODESPACE_BWRAP_PATH=/nonexistent/bwrap"};
@@ -697,8 +712,8 @@ TEST_F(ApiOnRefusingHostTest, SubmitIs422WithTheReasonAndNothingRunnableIsRecord
   ASSERT_EQ(posture["tools"], false) << posture.dump();
 
   std::vector<std::string> refused;
-  for (Json egress : {Json{{"mode", "allowlist"}, {"allowlist", {"127.0.0.1"}}},
-                      Json{{"mode", "none"}}}) {
+  for (Json egress :
+       {Json{{"mode", "allowlist"}, {"allowlist", {"127.0.0.1"}}}, Json{{"mode", "none"}}}) {
     Json spec = {{"argv", {"/bin/touch", Created()}},
                  {"workspace", install_.workspace()},
                  {"egress", egress}};
