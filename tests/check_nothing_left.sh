@@ -13,7 +13,7 @@ inventory() {
   nft list tables 2>/dev/null | grep -E 'codespace|escape_probe' | sed 's/^/nft /' || true
   ls -d /run/codespace/cs-* 2>/dev/null | sed 's/^/rundir /' || true
   ls -d /tmp/codespace-lane.* /tmp/codespace-test.* /tmp/cst-* 2>/dev/null | sed 's/^/tempdir /' || true
-  pgrep -f 'escape_probe|codespace-init|codespace __supervise' 2>/dev/null | while read -r p; do
+  { pgrep -f 'escape_probe|codespace-init|codespace __supervise'; pgrep -x cs-supervisor; } 2>/dev/null | sort -u | while read -r p; do
     [ "$p" = "$$" ] && continue
     printf 'process %s %s\n' "$p" "$(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | cut -c1-120)"
   done

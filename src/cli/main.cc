@@ -325,6 +325,7 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
   if (created->state == RunState::kRefused) return ExitCodeOf(*created);
   RunStore& store = *session->store;
   WorkerConfig wc = MakeWorkerConfig(state_dir);
+  wc.fork_supervisor = GetEnv("CODESPACE_SUPERVISOR_EXEC") != "1";  // one thread here
   ProcessIdentity sup;
   Status started = StartClaimed(store, wc, session->facts, *created, &sup);
   if (!started.ok()) {

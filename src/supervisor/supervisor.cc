@@ -1,9 +1,12 @@
 #include "supervisor/supervisor.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,8 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "base/file_util.h"
 #include "relay/broker_bridge.h"
@@ -48,14 +49,22 @@ Result<SupervisorArgs> ParseSupervisorArgs(const std::vector<std::string>& args)
   for (size_t i = 0; i + 1 < args.size(); i += 2) {
     const std::string& k = args[i];
     const std::string& v = args[i + 1];
-    if (k == "--state-dir") a.state_dir = v;
-    else if (k == "--run") a.run_id = v;
-    else if (k == "--confined") a.confined = v == "1";
-    else if (k == "--bwrap") a.bwrap_path = v == "-" ? "" : v;
-    else if (k == "--init") a.init_path = v;
-    else if (k == "--drain-grace-ms") a.drain_grace = std::chrono::milliseconds(std::atoll(v.c_str()));
-    else if (k == "--stop-grace-ms") a.stop_grace = std::chrono::milliseconds(std::atoll(v.c_str()));
-    else return InvalidArgumentError(fmt::format("__supervise: unknown argument {}", k));
+    if (k == "--state-dir")
+      a.state_dir = v;
+    else if (k == "--run")
+      a.run_id = v;
+    else if (k == "--confined")
+      a.confined = v == "1";
+    else if (k == "--bwrap")
+      a.bwrap_path = v == "-" ? "" : v;
+    else if (k == "--init")
+      a.init_path = v;
+    else if (k == "--drain-grace-ms")
+      a.drain_grace = std::chrono::milliseconds(std::atoll(v.c_str()));
+    else if (k == "--stop-grace-ms")
+      a.stop_grace = std::chrono::milliseconds(std::atoll(v.c_str()));
+    else
+      return InvalidArgumentError(fmt::format("__supervise: unknown argument {}", k));
   }
   if (a.state_dir.empty() || !IsValidRunId(a.run_id)) {
     return InvalidArgumentError("__supervise: --state-dir and a valid --run are required");
@@ -76,8 +85,8 @@ Result<ProcessIdentity> StartSupervisor(const std::string& bin, const Supervisor
   ASSIGN_OR_RETURN(ExitStatus st, intermediate.Wait());
   pid_t pid = static_cast<pid_t>(std::atoi(text.c_str()));
   if (!st.success() || pid <= 0) {
-    return InternalError(fmt::format("supervisor for run {} did not start ({})", a.run_id,
-                                     st.ToString()));
+    return InternalError(
+        fmt::format("supervisor for run {} did not start ({})", a.run_id, st.ToString()));
   }
   return IdentityOf(pid);
 }
@@ -104,6 +113,13 @@ int Fail(const std::string& what) {
   return 1;
 }
 
+Result<RunRecord> ReadRunningRecord(const SupervisorArgs& a) {
+  ASSIGN_OR_RETURN(auto store, SqliteRunStore::Open(a.state_dir + "/codespace.db"));
+  return store->Get(a.run_id);  // the store closes here: the watcher writes the record
+}
+
+int Supervise(const SupervisorArgs& a, const RunRecord* given);
+
 }  // namespace
 
 int SuperviseMain(const SupervisorArgs& a) {
@@ -116,6 +132,58 @@ int SuperviseMain(const SupervisorArgs& a) {
     return 0;
   }
   ::close(3);
+  return Supervise(a, nullptr);
+}
+
+Result<ProcessIdentity> ForkSupervisor(const SupervisorArgs& a, const RunRecord& record) {
+  ASSIGN_OR_RETURN(std::string status, ReadFileToString("/proc/self/status"));
+  size_t at = status.find("\nThreads:");
+  if (at == std::string::npos || std::atoi(status.c_str() + at + 9) != 1) {
+    return FailedPreconditionError("ForkSupervisor: the caller has more than one thread");
+  }
+  ASSIGN_OR_RETURN(Pipe ready, MakePipe());
+  pid_t intermediate = ::fork();
+  if (intermediate < 0) return ErrnoError("fork(supervisor)", errno);
+  if (intermediate == 0) {
+    // Its own session, and not the caller's child: the intermediate forks it and exits.
+    ::setsid();
+    pid_t pid = ::fork();
+    if (pid != 0) {
+      if (pid > 0) WriteAll(ready.write.get(), std::to_string(pid)).IgnoreError();
+      ::_exit(pid > 0 ? 0 : 1);
+    }
+    // Nothing of the caller's is kept but the standard streams (which Supervise redirects):
+    // not its store's descriptors, not its locks' — and none of its state is ever used again.
+    ::close_range(3, ~0U, 0);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD}) ::sigaction(sig, &dfl, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // _exit: the caller's atexit handlers and static destructors (its store) are not ours.
+    ::_exit(Supervise(a, &record));
+  }
+  ready.write.reset();
+  ASSIGN_OR_RETURN(std::string text, ReadAll(ready.read.get()));
+  int st = 0;
+  while (::waitpid(intermediate, &st, 0) < 0 && errno == EINTR) {
+  }
+  pid_t pid = static_cast<pid_t>(std::atoi(text.c_str()));
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || pid <= 0) {
+    return InternalError(fmt::format("supervisor for run {} did not start", a.run_id));
+  }
+  return IdentityOf(pid);
+}
+
+namespace {
+
+// The supervisor proper, in its own detached process. `given`: the record as its creator wrote
+// it (ForkSupervisor), or null to read it from the store (`codespace __supervise`).
+int Supervise(const SupervisorArgs& a, const RunRecord* given) {
+  // One name for either way it started (a forked one keeps its caller's command line).
+  ::prctl(PR_SET_NAME, kSupervisorProcessName, 0, 0, 0);
   int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (devnull >= 0) {
     ::dup2(devnull, 0);
@@ -143,14 +211,11 @@ int SuperviseMain(const SupervisorArgs& a) {
   if (!me.ok()) return Fail(me.status().message());
   if (Status s = WriteIdentity(dir.supervisor_path(), *me); !s.ok()) return Fail(s.message());
 
-  auto store = SqliteRunStore::Open(a.state_dir + "/codespace.db");
-  if (!store.ok()) return Fail(store.status().message());
-  auto record = (*store)->Get(a.run_id);
+  Result<RunRecord> record = given ? Result<RunRecord>(*given) : ReadRunningRecord(a);
   if (!record.ok()) return Fail(record.status().message());
   if (record->state != RunState::kRunning) {
     return Fail(fmt::format("run {} is {}, not running", a.run_id, RunStateName(record->state)));
   }
-  store->reset();  // not needed again: the watcher writes the record
 
   UniqueFd cancel(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   g_cancel_fd = cancel.get();
@@ -197,7 +262,8 @@ int SuperviseMain(const SupervisorArgs& a) {
                      std::chrono::steady_clock::now() - launched)
                      .count();
     }
-    if (auto id = IdentityOf(sandbox); id.ok()) WriteIdentity(dir.sandbox_path(), *id).IgnoreError();
+    if (auto id = IdentityOf(sandbox); id.ok())
+      WriteIdentity(dir.sandbox_path(), *id).IgnoreError();
   };
   // The broker's worker side: a socket in the run directory that the sandbox gets bound in,
   // relaying to the broker alone, and counting what passes (where the run cannot touch it).
@@ -207,8 +273,10 @@ int SuperviseMain(const SupervisorArgs& a) {
     auto addr = ParseBrokerAddress(record->spec.broker.address);
     if (addr.ok()) {
       auto started = BrokerBridge::Start(dir.path + "/broker.sock", *addr);
-      if (started.ok()) bridge = std::move(*started);
-      else addr = started.status();
+      if (started.ok())
+        bridge = std::move(*started);
+      else
+        addr = started.status();
     }
     if (!addr.ok()) {
       status.outcome = RunOutcome::Aborted("broker relay setup failed: " + addr.status().message());
@@ -262,5 +330,7 @@ int SuperviseMain(const SupervisorArgs& a) {
   Status s = (*again)->Update(r, RunState::kRunning);
   return s.ok() ? 0 : Fail(s.message());
 }
+
+}  // namespace
 
 }  // namespace codespace

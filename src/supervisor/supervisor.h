@@ -11,9 +11,13 @@
 #include <vector>
 
 #include "base/process.h"
+#include "store/run_record.h"
 #include "supervisor/run_dir.h"
 
 namespace codespace {
+
+// Every supervisor's process name (comm; `pgrep -x cs-supervisor`), however it was started.
+inline constexpr char kSupervisorProcessName[] = "cs-supervisor";
 
 struct SupervisorArgs {
   std::string state_dir;
@@ -26,15 +30,25 @@ struct SupervisorArgs {
 };
 
 // argv for `codespace __supervise ...` (the hidden subcommand that runs SuperviseMain).
-std::vector<std::string> SupervisorArgv(const std::string& codespace_binary, const SupervisorArgs& a);
+std::vector<std::string> SupervisorArgv(const std::string& codespace_binary,
+                                        const SupervisorArgs& a);
 // Parses what SupervisorArgv wrote (argv after the subcommand name).
 Result<SupervisorArgs> ParseSupervisorArgs(const std::vector<std::string>& args);
 
 // Starts a supervisor detached from the caller (its own session; not the caller's child: an
 // intermediate process forks it and exits), and returns its identity once it is running.
-Result<ProcessIdentity> StartSupervisor(const std::string& codespace_binary, const SupervisorArgs& a);
+Result<ProcessIdentity> StartSupervisor(const std::string& codespace_binary,
+                                        const SupervisorArgs& a);
 
-// The body of `codespace __supervise`: returns the process exit code.
+// The same, without exec: this process forks the supervisor (through an intermediate, so it is
+// not our child), which runs Supervise with `record` as created — skipping a second load of the
+// codespace binary and a read of the record back from the store (~5 ms of a short run). Only for
+// a single-threaded caller (the foreground `codespace run`): a fork copies one thread, and any
+// lock another thread held stays held. A caller with threads gets FailedPrecondition.
+Result<ProcessIdentity> ForkSupervisor(const SupervisorArgs& a, const RunRecord& record);
+
+// The body of `codespace __supervise`: detaches (forks the supervisor, reports its pid on fd 3)
+// and supervises. Returns the process exit code.
 int SuperviseMain(const SupervisorArgs& args);
 
 }  // namespace codespace

@@ -61,8 +61,10 @@ void KillSandboxLeftovers(const RunDir& dir) {
 }  // namespace
 
 Result<ProcessIdentity> StartSupervisorFor(const WorkerConfig& c, const HostFacts& facts,
-                                           const std::string& run_id) {
-  return StartSupervisor(c.codespace_binary, ArgsFor(c, facts, run_id));
+                                           const RunRecord& running) {
+  SupervisorArgs a = ArgsFor(c, facts, running.id);
+  if (c.fork_supervisor) return ForkSupervisor(a, running);
+  return StartSupervisor(c.codespace_binary, a);
 }
 
 Result<RunRecord> ClaimAndStart(RunStore& store, const WorkerConfig& c, const HostFacts& facts,
@@ -77,7 +79,7 @@ Result<RunRecord> ClaimAndStart(RunStore& store, const WorkerConfig& c, const Ho
 
 Status StartClaimed(RunStore& store, const WorkerConfig& c, const HostFacts& facts,
                     const RunRecord& running, ProcessIdentity* supervisor) {
-  auto sup = StartSupervisorFor(c, facts, running.id);
+  auto sup = StartSupervisorFor(c, facts, running);
   if (!sup.ok()) {
     RunRecord failed = running;
     failed.state = RunState::kAborted;
@@ -202,7 +204,7 @@ Status RunWorker(RunStore& store, const WorkerConfig& c, const HostFacts& facts,
       return;
     }
     if (*res == RunCheck::kNeverStarted) {
-      auto sup = StartSupervisorFor(c, facts, r.id);
+      auto sup = StartSupervisorFor(c, facts, r);
       if (sup.ok())
         watch(r.id, *sup);
       else

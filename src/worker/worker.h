@@ -26,6 +26,10 @@ struct WorkerConfig {
   std::chrono::milliseconds drain_grace{5000};
   std::chrono::milliseconds stop_grace{5000};
   std::chrono::milliseconds poll_interval{100};
+  // Fork supervisors instead of exec'ing `codespace __supervise` (ForkSupervisor): only for a
+  // single-threaded caller, the foreground `codespace run`; the worker, with its API threads,
+  // always execs.
+  bool fork_supervisor = false;
 };
 
 // queued → running (compare-and-set: a run is claimed once, by one worker), then its supervisor
@@ -41,7 +45,7 @@ Status StartClaimed(RunStore& store, const WorkerConfig& config, const HostFacts
 // Starts the supervisor of a run that is already `running` (claimed, but its supervisor never
 // started: the worker died in between).
 Result<ProcessIdentity> StartSupervisorFor(const WorkerConfig& config, const HostFacts& facts,
-                                           const std::string& run_id);
+                                           const RunRecord& running);
 
 enum class RunCheck {
   kRecorded,      // it ended: its record now says how

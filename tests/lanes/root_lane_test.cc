@@ -1,7 +1,11 @@
 // Root lane: the worker runs as root, where bubblewrap confines and the host can filter.
+#include <dirent.h>
+#include <fmt/format.h>
+#include <signal.h>
 #include <sys/stat.h>
 
-#include <fmt/format.h>
+#include <cstdio>
+#include <thread>
 
 #include "base/file_util.h"
 #include "lanes/lane_test_util.h"
@@ -111,6 +115,66 @@ TEST_F(RootLaneTest, TimeoutKillsTheWholeSandbox) {
   EXPECT_EQ(rec["state"], "cancelled") << rec.dump();
   EXPECT_THAT(rec["reason"].get<std::string>(), HasSubstr("timeout"));
   EXPECT_THAT(ProcessesMatching(m), ::testing::IsEmpty()) << "a sandboxed process survived";
+}
+
+// The foreground run's supervisor is forked, not exec'd: it must still be detached from the
+// caller (its own session, not the caller's child), named cs-supervisor, and hold nothing of the
+// caller's (the caller's store descriptors above all).
+TEST_F(RootLaneTest, ForkedSupervisorIsDetachedAndHoldsNothingOfTheCallers) {
+  MarkerProcess unique;
+  std::string m = unique.marker() + "2";
+  CliResult r;
+  std::thread cli([&] { r = Run({"--timeout", "60"}, {"/bin/sleep", m}); });
+  std::string runs = install_.state_dir() + "/runs";
+  std::string sup_file;
+  for (int i = 0; i < 500 && sup_file.empty(); ++i) {
+    if (DIR* d = ::opendir(runs.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        std::string dir = runs + "/" + e->d_name;
+        if (e->d_name[0] != '.' && ::access((dir + "/sandbox").c_str(), F_OK) == 0) {
+          sup_file = dir + "/supervisor";
+        }
+      }
+      ::closedir(d);
+    }
+    if (sup_file.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  pid_t sup = 0, cli_pid = 0;
+  if (!sup_file.empty()) sup = std::atoi(ReadFileToString(sup_file).value_or("0").c_str());
+  for (pid_t p : ProcessesMatching(m)) {
+    if (ReadFileToString(fmt::format("/proc/{}/comm", p)).value_or("") == "codespace\n")
+      cli_pid = p;
+  }
+  EXPECT_GT(sup, 0) << "no supervisor identity";
+  EXPECT_GT(cli_pid, 0) << "the codespace run process was not found";
+  if (sup > 0 && cli_pid > 0) {
+    EXPECT_EQ(ReadFileToString(fmt::format("/proc/{}/comm", sup)).value_or(""), "cs-supervisor\n");
+    // The intermediate's session (it made one and left): not the caller's, and no terminal.
+    EXPECT_NE(::getsid(sup), ::getsid(cli_pid)) << "in the caller's session";
+    EXPECT_NE(::getsid(sup), sup) << "a session leader can acquire a controlling terminal";
+    std::string stat = ReadFileToString(fmt::format("/proc/{}/stat", sup)).value_or("");
+    int ppid = 0;
+    std::sscanf(stat.c_str() + stat.rfind(')') + 2, "%*c %d", &ppid);
+    EXPECT_NE(ppid, cli_pid) << "the supervisor is the caller's child";
+    std::string fd_dir = fmt::format("/proc/{}/fd", sup);
+    if (DIR* d = ::opendir(fd_dir.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        char target[512] = {};
+        ssize_t n = ::readlink((fd_dir + "/" + e->d_name).c_str(), target, sizeof(target) - 1);
+        if (n > 0) {
+          EXPECT_THAT(std::string(target), Not(HasSubstr("codespace.db"))) << e->d_name;
+        }
+      }
+      ::closedir(d);
+    }
+  }
+  for (pid_t p : ProcessesMatching(m)) {
+    if (ReadFileToString(fmt::format("/proc/{}/comm", p)).value_or("") == "sleep\n") {
+      ::kill(p, SIGKILL);
+    }
+  }
+  cli.join();
+  EXPECT_EQ(r.code(), 128 + 9) << Describe(r);
 }
 
 }  // namespace
