@@ -139,6 +139,9 @@ class Launch {
       l.command = command;
       o.argv = BuildBwrapArgv(l);
       o.env = std::vector<std::string>{};  // bubblewrap needs none; the run's is in --setenv
+      // --die-with-parent covers the sandbox once it runs, not bubblewrap itself while it sets
+      // up: a supervisor killed then would leave bubblewrap waiting forever on its own child.
+      o.parent_death_signal = SIGKILL;
       o.fds.push_back({info->write.get(), kInfoFd});
     } else {
       o.argv = command;

@@ -177,5 +177,56 @@ TEST_F(RootLaneTest, ForkedSupervisorIsDetachedAndHoldsNothingOfTheCallers) {
   EXPECT_EQ(r.code(), 128 + 9) << Describe(r);
 }
 
+// A supervisor killed while bubblewrap is still setting up (before the sandbox runs, so before
+// --die-with-parent applies) must not leave bubblewrap behind. Staged with a stand-in bubblewrap
+// that never gets past setup, planted in the remembered probes.
+TEST_F(RootLaneTest, SupervisorKilledDuringSandboxSetupLeavesNoBubblewrap) {
+  CliResult first = Run({}, {"/bin/true"});
+  ASSERT_EQ(first.code(), 0) << Describe(first);
+  const std::string cache = install_.state_dir() + "/host-probes";
+  auto text = ReadFileToString(cache);
+  ASSERT_TRUE(text.ok());
+  MarkerProcess unique;
+  const std::string m = unique.marker() + "3";
+  const std::string stuck = install_.root() + "/stuck-bwrap";
+  ASSERT_TRUE(
+      WriteFileAtomically(stuck, fmt::format("#!/bin/sh\nexec /bin/sleep {}\n", m), 0755).ok());
+  size_t at = text->find("\nbwrap_path ");
+  ASSERT_NE(at, std::string::npos);
+  size_t end = text->find('\n', at + 1);
+  std::string planted = text->substr(0, at) + "\nbwrap_path " + stuck + text->substr(end);
+  ASSERT_TRUE(WriteFileAtomically(cache, planted, 0600).ok());
+
+  const std::string first_id = LatestRecord(install_)["id"];
+  CliResult r;
+  std::thread cli([&] { r = Run({}, {"/bin/true"}); });
+  pid_t sup = 0;
+  for (int i = 0; i < 500 && (sup == 0 || ProcessesMatching(m).empty()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (DIR* d = ::opendir((install_.state_dir() + "/runs").c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.' || first_id == e->d_name) continue;
+        std::string id =
+            ReadFileToString(install_.state_dir() + "/runs/" + e->d_name + "/supervisor")
+                .value_or("0");
+        if (std::atoi(id.c_str()) > 0) sup = std::atoi(id.c_str());
+      }
+      ::closedir(d);
+    }
+  }
+  EXPECT_GT(sup, 0) << "no supervisor";
+  EXPECT_FALSE(ProcessesMatching(m).empty()) << "the stand-in bubblewrap did not start";
+  if (sup > 0) {
+    EXPECT_EQ(::kill(sup, SIGKILL), 0);
+  }
+  for (int i = 0; i < 250 && !ProcessesMatching(m).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_THAT(ProcessesMatching(m), ::testing::IsEmpty()) << "bubblewrap outlived its supervisor";
+  for (pid_t p : ProcessesMatching(m)) ::kill(p, SIGKILL);
+  cli.join();
+  EXPECT_EQ(r.code(), 125) << Describe(r);
+}
+
 }  // namespace
 }  // namespace codespace::lanes
