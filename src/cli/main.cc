@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -275,7 +276,7 @@ Result<Session> StartSession(const std::string& state_dir, bool quiet) {
   if (!refusal.empty()) return FailedPreconditionError(refusal);
   ASSIGN_OR_RETURN(s.store, OpenStore(state_dir));
   // What finished runs of this store left behind (a worker killed mid-teardown) goes first.
-  SweepResult swept = SweepFinishedRunNamespaces(*s.store, s.facts);
+  SweepResult swept = SweepFinishedRunNamespaces(*s.store, s.facts, state_dir);
   for (const auto& e : swept.errors) fmt::print(stderr, "codespace: sweep: {}\n", e);
   if (!quiet && !swept.removed.empty()) {
     fmt::print(stderr, "codespace: removed {} leftover namespace(s) of finished runs\n",
@@ -326,6 +327,16 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
   RunStore& store = *session->store;
   WorkerConfig wc = MakeWorkerConfig(state_dir);
   wc.fork_supervisor = GetEnv("CODESPACE_SUPERVISOR_EXEC") != "1";  // one thread here
+  // The run is over for its caller once its status.json is written: a filtered run's network is
+  // torn down after that, by the supervisor, off the caller's path. Watched before the
+  // supervisor starts, so that the file cannot appear unseen.
+  RunDir dir = RunDirFor(state_dir, created->id);
+  UniqueFd status_watch(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  if (MakeDirs(dir.path, 0750).ok() && status_watch) {
+    if (::inotify_add_watch(status_watch.get(), dir.path.c_str(), IN_MOVED_TO) < 0) {
+      status_watch.reset();
+    }
+  }
   ProcessIdentity sup;
   Status started = StartClaimed(store, wc, session->facts, *created, &sup);
   if (!started.ok()) {
@@ -341,7 +352,6 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGHUP, &sa, nullptr);
-  RunDir dir = RunDirFor(state_dir, created->id);
   LogFollower follow(dir.stdout_path(), dir.stderr_path(), STDOUT_FILENO, STDERR_FILENO);
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, sup.pid, 0)));
   bool cancel_sent = false;
@@ -351,9 +361,15 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
       RequestCancel(store, state_dir, created->id).IgnoreError();
     }
     size_t copied = follow.Pump();
-    pollfd p{pidfd.get(), POLLIN, 0};
-    int rc = ::poll(&p, pidfd ? 1 : 0, copied ? 0 : 10);
-    if (rc > 0 || !pidfd) break;
+    pollfd p[2] = {{pidfd.get(), POLLIN, 0}, {status_watch.get(), POLLIN, 0}};
+    int rc = ::poll(p, 2, copied ? 0 : 10);
+    if (!pidfd || (rc > 0 && (p[0].revents & POLLIN))) break;  // the supervisor is gone
+    if (rc > 0 && (p[1].revents & POLLIN)) {
+      char events[4096];
+      while (::read(status_watch.get(), events, sizeof(events)) > 0) {
+      }
+      if (::access(dir.status_path().c_str(), F_OK) == 0) break;  // recorded; logs sealed
+    }
   }
   follow.Pump();  // the sealed tail
   auto check = CheckRun(store, wc, session->facts, *created);

@@ -1,6 +1,7 @@
 #include "net/filtered_netns.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,8 +10,6 @@
 #include <cstdio>
 #include <functional>
 #include <mutex>
-
-#include <fmt/format.h>
 
 #include "base/file_util.h"
 #include "net/dns_gate.h"
@@ -22,15 +21,24 @@ namespace codespace {
 
 std::string_view SetupStepName(SetupStep step) {
   switch (step) {
-    case SetupStep::kCreateNamespace: return "create namespace";
-    case SetupStep::kAllocateAddresses: return "allocate addresses";
-    case SetupStep::kCreateVeth: return "create veth";
-    case SetupStep::kConfigureWorkerSide: return "configure worker side";
-    case SetupStep::kConfigureRunSide: return "configure run side";
-    case SetupStep::kEnableForwarding: return "enable forwarding";
-    case SetupStep::kWorkerNat: return "worker nat";
-    case SetupStep::kRunFirewall: return "run firewall";
-    case SetupStep::kDnsGate: return "dns gate";
+    case SetupStep::kCreateNamespace:
+      return "create namespace";
+    case SetupStep::kAllocateAddresses:
+      return "allocate addresses";
+    case SetupStep::kCreateVeth:
+      return "create veth";
+    case SetupStep::kConfigureWorkerSide:
+      return "configure worker side";
+    case SetupStep::kConfigureRunSide:
+      return "configure run side";
+    case SetupStep::kEnableForwarding:
+      return "enable forwarding";
+    case SetupStep::kWorkerNat:
+      return "worker nat";
+    case SetupStep::kRunFirewall:
+      return "run firewall";
+    case SetupStep::kDnsGate:
+      return "dns gate";
   }
   return "?";
 }
@@ -96,7 +104,8 @@ std::string AdmittedText(const AdmittedAddress& a) {
   ip.family = a.family;
   ip.bytes = a.bytes;
   std::string addr = a.family == AF_INET6 ? "[" + ip.ToString() + "]" : ip.ToString();
-  return a.port ? fmt::format("{} {}:{}", a.name, addr, *a.port) : fmt::format("{} {}", a.name, addr);
+  return a.port ? fmt::format("{} {}:{}", a.name, addr, *a.port)
+                : fmt::format("{} {}", a.name, addr);
 }
 
 }  // namespace
@@ -205,9 +214,8 @@ Status FilteredEgressNetns::RunSteps() {
     }
     ASSIGN_OR_RETURN(std::string after, ReadFileToString(path));
     if (after.empty() || after[0] != '1') {
-      return FailedPreconditionError(
-          fmt::format("{} still reads \"{}\" after writing 1", path,
-                      after.substr(0, after.find('\n'))));
+      return FailedPreconditionError(fmt::format("{} still reads \"{}\" after writing 1", path,
+                                                 after.substr(0, after.find('\n'))));
     }
     return OkStatus();
   }));
@@ -251,7 +259,8 @@ Status FilteredEgressNetns::StartGate() {
   // "ADDRESS" or "ADDRESS#PORT" (dnsmasq's way of naming a port; tests use it).
   size_t hash = upstream.find('#');
   g.upstream.address = upstream.substr(0, hash);
-  if (hash != std::string::npos) g.upstream.port = static_cast<uint16_t>(std::stoi(upstream.substr(hash + 1)));
+  if (hash != std::string::npos)
+    g.upstream.port = static_cast<uint16_t>(std::stoi(upstream.substr(hash + 1)));
   Nftables* nft = run_nft_.get();
   std::shared_ptr<Journal> journal = journal_;
   g.admit = [nft, journal](const std::vector<AdmittedAddress>& admitted) -> Status {
@@ -302,15 +311,15 @@ NetworkReport FilteredEgressNetns::Report() {
     r.dns_refused = journal_->refused;
   }
   r.dropped_packets = final_dropped_;
-  if (!torn_down_ && run_nft_) {
+  if (!quiesced_ && run_nft_) {
     auto n = run_nft_->CounterPackets("inet", kRunTable, kDroppedCounter);
     if (n.ok()) r.dropped_packets = *n;
   }
   return r;
 }
 
-Status FilteredEgressNetns::Teardown() {
-  if (torn_down_) return OkStatus();
+void FilteredEgressNetns::Quiesce() {
+  if (quiesced_) return;
   if (gate_) gate_->Stop();
   if (run_nft_) {
     auto n = run_nft_->CounterPackets("inet", kRunTable, kDroppedCounter);
@@ -318,6 +327,12 @@ Status FilteredEgressNetns::Teardown() {
   }
   gate_.reset();
   run_nft_.reset();
+  quiesced_ = true;
+}
+
+Status FilteredEgressNetns::Teardown() {
+  if (torn_down_) return OkStatus();
+  Quiesce();
   netns_fd_.reset();
   torn_down_ = true;
   if (!owns_name_) return OkStatus();
@@ -329,8 +344,9 @@ Status FilteredEgressNetns::Teardown() {
 
 FilteredEgressNetns::~FilteredEgressNetns() {
   Status s = Teardown();
-  if (!s.ok()) std::fprintf(stderr, "codespace: teardown of %s: %s\n",
-                            config_.namespace_name.c_str(), s.message().c_str());
+  if (!s.ok())
+    std::fprintf(stderr, "codespace: teardown of %s: %s\n", config_.namespace_name.c_str(),
+                 s.message().c_str());
 }
 
 Status FilteredEgressNetns::TearDownNamespaceByName(const std::string& name) {

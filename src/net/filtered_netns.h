@@ -34,7 +34,6 @@
 
 namespace codespace {
 
-
 enum class SetupStep {
   kCreateNamespace,
   kAllocateAddresses,
@@ -47,9 +46,9 @@ enum class SetupStep {
   kDnsGate,
 };
 inline constexpr SetupStep kAllSetupSteps[] = {
-    SetupStep::kCreateNamespace,  SetupStep::kAllocateAddresses, SetupStep::kCreateVeth,
-    SetupStep::kConfigureWorkerSide, SetupStep::kConfigureRunSide, SetupStep::kEnableForwarding,
-    SetupStep::kWorkerNat,        SetupStep::kRunFirewall,       SetupStep::kDnsGate};
+    SetupStep::kCreateNamespace,     SetupStep::kAllocateAddresses, SetupStep::kCreateVeth,
+    SetupStep::kConfigureWorkerSide, SetupStep::kConfigureRunSide,  SetupStep::kEnableForwarding,
+    SetupStep::kWorkerNat,           SetupStep::kRunFirewall,       SetupStep::kDnsGate};
 std::string_view SetupStepName(SetupStep step);
 
 struct FilteredNetnsConfig {
@@ -84,8 +83,11 @@ class FilteredEgressNetns {
   // A resolv.conf naming the run's DNS gate, to bind over /etc/resolv.conf inside the run.
   const std::string& resolv_conf_path() const { return resolv_conf_path_; }
 
-  // The report so far (the drop counter is read now).
+  // The report so far (the drop counter is read now; after Quiesce, its last value).
   NetworkReport Report();
+  // Once the run's processes are gone: stops the DNS gate and reads the drop counter for the
+  // last time, leaving the namespace, veth and tables for Teardown. Idempotent.
+  void Quiesce();
   // Stops the gate and removes the namespace, veth, tables and files. Idempotent.
   Status Teardown();
 
@@ -96,7 +98,7 @@ class FilteredEgressNetns {
 
   // Names derived from the namespace name.
   static std::string WorkerVethName(const std::string& namespace_name);  // "cs<12 hex>h"
-  static std::string RunDir(const std::string& namespace_name);  // /run/codespace/<name>
+  static std::string RunDir(const std::string& namespace_name);          // /run/codespace/<name>
 
  private:
   explicit FilteredEgressNetns(FilteredNetnsConfig config) : config_(std::move(config)) {}
@@ -112,6 +114,7 @@ class FilteredEgressNetns {
   std::string resolv_conf_path_;
   std::unique_ptr<Nftables> run_nft_;  // bound to the run's namespace
   std::unique_ptr<DnsGate> gate_;
+  bool quiesced_ = false;
   bool torn_down_ = false;
   // Set once this object created the namespace: a setup that failed because the name was taken
   // must not tear down, by that name, another run's network.

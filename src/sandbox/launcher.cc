@@ -458,8 +458,13 @@ RunOutcome LaunchAndWait(const LaunchRequest& r) {
   auto net = FilteredEgressNetns::Setup(std::move(c));
   if (!net.ok()) return RunOutcome::Aborted(net.status().message());
   RunOutcome o = Launch(r, net->get()).Run();
-  Status down = (*net)->Teardown();
+  (*net)->Quiesce();
   o.network_report = (*net)->Report();
+  if (r.keep_network) {
+    *r.keep_network = std::move(*net);
+    return o;
+  }
+  Status down = (*net)->Teardown();
   if (!down.ok()) std::fprintf(stderr, "codespace: run %s: %s\n", r.run_id.c_str(), down.message().c_str());
   return o;
 }

@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,12 +41,12 @@ struct LaunchRequest {
   RunSpec spec;
   PlanDecision decision;  // from Admit(): launch does not decide again
   std::string bwrap_path;
-  std::string init_path;  // codespace-init, bound into the sandbox
+  std::string init_path;                 // codespace-init, bound into the sandbox
   std::vector<std::string> hidden_dirs;  // masked inside the sandbox (the state dir)
   // Filtered plans: the namespace admission predicted, and how to build it.
   std::string namespace_name;
   AddressPool pool = AddressPool::Default();
-  std::string upstream_dns;  // empty: /etc/resolv.conf's first nameserver
+  std::string upstream_dns;                            // empty: /etc/resolv.conf's first nameserver
   std::function<Status(SetupStep)> before_setup_step;  // test seam (failure injection)
 
   // The worker side of the broker relay (a unix socket the supervisor's bridge listens on);
@@ -65,6 +66,11 @@ struct LaunchRequest {
   // whose death ends the sandbox: bubblewrap's pid-namespace init when confined, codespace-init
   // when not. The supervisor records it so that a successor can kill what is left.
   std::function<void(pid_t)> on_started;
+  // Filtered plans: when set, the run's network is quiesced once the run has ended (DNS gate
+  // stopped, counters read into the outcome) and handed over here instead of torn down, so
+  // that the caller can record how the run ended first and tear the network down after
+  // (Teardown, or the destructor). Kernel teardown of a veth and a table takes tens of ms.
+  std::unique_ptr<FilteredEgressNetns>* keep_network = nullptr;
 };
 
 // Runs to completion (or timeout, or cancel) and returns how the run ended. Never launches a run

@@ -285,6 +285,12 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
       req.broker_env = record->spec.broker.env_names;
     }
   }
+  // A filtered run's network outlives LaunchAndWait until the run is recorded (below): whoever
+  // waits for the run learns how it ended without waiting for the kernel to delete a veth and a
+  // table. Torn down at the end of this function on every path (the destructor, at worst); if
+  // this process dies first, the run is already recorded and the sweep removes it by name.
+  std::unique_ptr<FilteredEgressNetns> network;
+  req.keep_network = &network;
   if (status.outcome.reason.empty()) {
     launched = std::chrono::steady_clock::now();
     status.outcome = LaunchAndWait(req);
@@ -311,7 +317,15 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
   status.supervisor_peak_rss_kb = PeakRssKb();
   status.ended_ms = NowMs();
   Status written = WriteRunStatus(dir, status);
-  if (written.ok()) return 0;
+  auto tear_down = [&network, &a] {
+    if (!network) return;
+    Status down = network->Teardown();
+    if (!down.ok()) Fail(fmt::format("run {}: teardown: {}", a.run_id, down.message()));
+  };
+  if (written.ok()) {
+    tear_down();
+    return 0;
+  }
   // The run directory's disk is full (or gone): the outcome goes into the record itself, so
   // the run is not judged lost for want of a file.
   auto again = SqliteRunStore::Open(a.state_dir + "/codespace.db");
@@ -328,6 +342,7 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
   r.reason = r.reason.empty() ? why : r.reason + "; " + why;
   r.ended_ms = status.ended_ms;
   Status s = (*again)->Update(r, RunState::kRunning);
+  tear_down();
   return s.ok() ? 0 : Fail(s.message());
 }
 

@@ -1,11 +1,11 @@
 #include "worker/namespace_sweep.h"
 
 #include <dirent.h>
-
 #include <fmt/format.h>
 
 #include "net/filtered_netns.h"
 #include "net/netns.h"
+#include "supervisor/run_dir.h"
 
 namespace codespace {
 
@@ -22,7 +22,8 @@ bool IsRunNamespaceName(const std::string& name) {
 
 }  // namespace
 
-SweepResult SweepFinishedRunNamespaces(RunStore& store, const HostFacts& facts) {
+SweepResult SweepFinishedRunNamespaces(RunStore& store, const HostFacts& facts,
+                                       const std::string& state_dir) {
   SweepResult result;
   if (!facts.tools()) return result;
   DIR* dir = ::opendir(kNetnsRunDir);
@@ -36,6 +37,7 @@ SweepResult SweepFinishedRunNamespaces(RunStore& store, const HostFacts& facts) 
   for (const auto& name : names) {
     auto run = store.FindByNamespace(name);
     if (!run.ok() || !IsTerminal(run->state)) continue;
+    if (SupervisorLockHeld(RunDirFor(state_dir, run->id))) continue;  // tearing it down now
     Status s = FilteredEgressNetns::TearDownNamespaceByName(name);
     if (s.ok()) {
       result.removed.push_back(name);

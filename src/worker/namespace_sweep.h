@@ -18,7 +18,10 @@ struct SweepResult {
 };
 
 // Keyed on the tools alone (SPEC): a host that can no longer filter — it lost forwarding, or
-// its namespace privilege — must still clean up what it made when it could.
-SweepResult SweepFinishedRunNamespaces(RunStore& store, const HostFacts& facts);
+// its namespace privilege — must still clean up what it made when it could. A finished run
+// whose supervisor is still alive (it records the run first and tears its network down after)
+// is left to that supervisor: its run directory's lock under `state_dir` says so.
+SweepResult SweepFinishedRunNamespaces(RunStore& store, const HostFacts& facts,
+                                       const std::string& state_dir);
 
 }  // namespace codespace

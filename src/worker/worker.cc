@@ -188,7 +188,7 @@ void WorkerWake::Drain() const {
 
 Status RunWorker(RunStore& store, const WorkerConfig& c, const HostFacts& facts,
                  const std::atomic<bool>& stop, const WorkerWake* wake) {
-  SweepResult swept = SweepFinishedRunNamespaces(store, facts);
+  SweepResult swept = SweepFinishedRunNamespaces(store, facts, c.state_dir);
   for (const auto& e : swept.errors) Log("sweep: " + e);
   // Supervisors being watched: run id → pidfd; runs to look at again next round.
   std::map<std::string, UniqueFd> watched;

@@ -2,8 +2,10 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +13,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "base/file_util.h"
 
@@ -39,6 +42,30 @@ StagedInstall::StagedInstall(uid_t owner) : owner_(owner) {
   Status s = Stage();
   ok_ = s.ok();
   error_ = s.message();
+}
+
+StagedInstall::~StagedInstall() { WaitForSupervisors(); }
+
+bool StagedInstall::WaitForSupervisors(std::chrono::milliseconds limit) const {
+  auto until = std::chrono::steady_clock::now() + limit;
+  const std::string runs = state_dir() + "/runs";
+  for (;;) {
+    bool held = false;
+    if (DIR* d = ::opendir(runs.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        int fd =
+            ::open((runs + "/" + e->d_name + "/supervisor.lock").c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        if (::flock(fd, LOCK_SH | LOCK_NB) != 0) held = true;
+        ::close(fd);
+      }
+      ::closedir(d);
+    }
+    if (!held) return true;
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 Status StagedInstall::Stage() {

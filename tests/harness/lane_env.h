@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -26,6 +27,11 @@ inline constexpr uid_t kUnprivilegedUid = 1654;
 class StagedInstall {
  public:
   explicit StagedInstall(uid_t owner);
+  // Waits (a while) for the install's supervisors to finish: a filtered run's supervisor tears
+  // its network down after the run is recorded, i.e. after `codespace run` has returned.
+  ~StagedInstall();
+  // True once no supervisor holds a run directory of this install (waits up to `limit`).
+  bool WaitForSupervisors(std::chrono::milliseconds limit = std::chrono::seconds(20)) const;
   bool ok() const { return ok_; }
   const std::string& error() const { return error_; }
   std::string codespace() const { return dir_.path() + "/bin/codespace"; }

@@ -3,10 +3,9 @@
 // at the broker relay and a stub model API behind it, dummy keys, and a writable HOME in the
 // workspace. Each prints the stub's answer; in the same lane a direct connection to a
 // non-allowlisted address fails.
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include "base/file_util.h"
 #include "harness/fake_internet.h"
@@ -41,6 +40,11 @@ struct Lane {
 
 class AgentCliTest : public ::testing::TestWithParam<Lane> {
  protected:
+  // A filtered run's supervisor tears its network down after the run is recorded: let it
+  // finish before the fake internet goes.
+  void TearDown() override {
+    if (install_) install_->WaitForSupervisors();
+  }
   void SetUp() override {
     REQUIRE_ROOT_FOR_LANES();
     if (::access(Claude().c_str(), X_OK) != 0 || ::access(Codex().c_str(), X_OK) != 0) {
@@ -64,8 +68,8 @@ class AgentCliTest : public ::testing::TestWithParam<Lane> {
     }
   }
   CliResult Run(const std::vector<std::string>& cmd, const std::vector<std::string>& broker_env) {
-    std::vector<std::string> a = {"run", "--workspace", install_->workspace(), "--timeout", "120",
-                                  "--broker", stub_->broker_address()};
+    std::vector<std::string> a = {"run", "--workspace", install_->workspace(),  "--timeout",
+                                  "120", "--broker",    stub_->broker_address()};
     for (const auto& e : broker_env) {
       a.push_back("--broker-env");
       a.push_back(e);
@@ -76,8 +80,9 @@ class AgentCliTest : public ::testing::TestWithParam<Lane> {
       for (const char* f : {"--egress", "none"}) a.push_back(f);
     }
     for (const std::string& e :
-         {"HOME=" + home_, std::string("ANTHROPIC_API_KEY=dummy"), std::string("OPENAI_API_KEY=dummy"),
-          std::string("DISABLE_TELEMETRY=1"), std::string("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"),
+         {"HOME=" + home_, std::string("ANTHROPIC_API_KEY=dummy"),
+          std::string("OPENAI_API_KEY=dummy"), std::string("DISABLE_TELEMETRY=1"),
+          std::string("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"),
           std::string("DISABLE_AUTOUPDATER=1"), std::string("CI=1")}) {
       a.push_back("--env");
       a.push_back(e);

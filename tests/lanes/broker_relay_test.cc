@@ -22,6 +22,11 @@ std::vector<std::string> ThroughRelay(const StagedInstall& install) {
 
 class BrokerRelayTest : public ::testing::TestWithParam<uid_t> {
  protected:
+  // A filtered run's supervisor tears its network down after the run is recorded: let it
+  // finish before the fake internet goes.
+  void TearDown() override {
+    if (install_) install_->WaitForSupervisors();
+  }
   void SetUp() override {
     REQUIRE_ROOT_FOR_LANES();
     install_ = std::make_unique<StagedInstall>(GetParam());
@@ -35,7 +40,7 @@ class BrokerRelayTest : public ::testing::TestWithParam<uid_t> {
   CliResult Run(const std::vector<std::string>& flags, const std::vector<std::string>& cmd,
                 const std::map<std::string, std::string>& env = {},
                 const std::vector<std::string>& wrapper = {}) {
-    std::vector<std::string> a = {"run", "--workspace", install_->workspace(), "--broker",
+    std::vector<std::string> a = {"run",   "--workspace",  install_->workspace(), "--broker",
                                   broker_, "--broker-env", "ANTHROPIC_BASE_URL"};
     a.insert(a.end(), flags.begin(), flags.end());
     a.push_back("--");

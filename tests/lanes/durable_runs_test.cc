@@ -2,6 +2,7 @@
 // submitted to it, and the worker (or a supervisor) killed with SIGKILL at points of a run's
 // life. A run is never lost or run twice, no log byte is lost (the sealed digest is the digest of
 // what the command wrote), and nothing of a run is left running.
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -10,8 +11,6 @@
 #include <chrono>
 #include <random>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "base/file_util.h"
 #include "harness/fake_internet.h"
@@ -33,6 +32,7 @@ class DurableRunsTest : public ::testing::Test {
   }
   void TearDown() override {
     worker_.reset();
+    install_.WaitForSupervisors(std::chrono::seconds(5));
     // Whatever a failed test left: supervisors (their argv names this state dir) and, with
     // them (--die-with-parent), their sandboxes; then the markers.
     for (pid_t p : ProcessesMatching(install_.state_dir())) ::kill(p, SIGKILL);
@@ -47,7 +47,8 @@ class DurableRunsTest : public ::testing::Test {
   }
   void StartWorker() {
     worker_.reset();
-    auto log = OpenFile((install_.root() + "/worker.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    auto log =
+        OpenFile((install_.root() + "/worker.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     ASSERT_TRUE(log.ok());
     SpawnOptions o;
     o.argv = {install_.codespace(), "-q", "worker"};
@@ -93,9 +94,8 @@ class DurableRunsTest : public ::testing::Test {
     return j;
   }
   nlohmann::json WaitEnded(const std::string& id, std::chrono::seconds limit = 30s) {
-    return WaitState(id, [](const std::string& s) {
-      return s != "queued" && s != "running";
-    }, limit);
+    return WaitState(
+        id, [](const std::string& s) { return s != "queued" && s != "running"; }, limit);
   }
   std::string RunDirOf(const std::string& id) { return install_.state_dir() + "/runs/" + id; }
   pid_t SupervisorOf(const std::string& id) {
@@ -151,8 +151,7 @@ TEST_F(DurableRunsTest, BackgroundDescendantOutputIsInTheSealedLog) {
 
 TEST_F(DurableRunsTest, DescendantThatNeverClosesIsKilledAfterTheGraceAndTheLogSeals) {
   StartWorker();
-  std::string id =
-      Submit({"/bin/sh", "-c", fmt::format("sleep {} & echo started", marker_)});
+  std::string id = Submit({"/bin/sh", "-c", fmt::format("sleep {} & echo started", marker_)});
   auto rec = WaitEnded(id);
   EXPECT_EQ(rec["state"], "exited") << rec.dump();
   ExpectSealedStdout(rec, "started\n");
@@ -192,8 +191,9 @@ TEST_F(DurableRunsTest, WorkerKilledAtEveryPointOfManyRunsLosesNothing) {
   constexpr int kRuns = 6;
   std::vector<std::string> ids;
   for (int i = 0; i < kRuns; ++i) {
-    ids.push_back(Submit(
-        {"/bin/sh", "-c", fmt::format("for i in $(seq 1 {}); do echo line $i; sleep 0.02; done", 10 + i)}));
+    ids.push_back(
+        Submit({"/bin/sh", "-c",
+                fmt::format("for i in $(seq 1 {}); do echo line $i; sleep 0.02; done", 10 + i)}));
   }
   std::mt19937 rng(42);
   for (int round = 0; round < 12; ++round) {
@@ -234,7 +234,8 @@ TEST_F(DurableRunsTest, SupervisorOfAFilteredRunKilledLeavesNoNetworkBehind) {
   ASSERT_TRUE(net.ok()) << net.status().ToString();
   // The worker and its supervisors live in the fake internet's worker host.
   worker_.reset();
-  auto log = OpenFile((install_.root() + "/worker.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  auto log =
+      OpenFile((install_.root() + "/worker.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   ASSERT_TRUE(log.ok());
   SpawnOptions o;
   o.argv = (*net)->WorkerHostArgv({install_.codespace(), "-q", "worker"}, WorkerResolvConf::kHost);
@@ -270,8 +271,8 @@ TEST_F(DurableRunsTest, SupervisorOfAFilteredRunKilledLeavesNoNetworkBehind) {
 
 TEST_F(DurableRunsTest, CancelStopsTheWholeProcessTree) {
   StartWorker();
-  std::string id = Submit({"/bin/sh", "-c",
-                           fmt::format("sleep {0} & (sleep {0} &); echo up; sleep {0}", marker_)});
+  std::string id = Submit(
+      {"/bin/sh", "-c", fmt::format("sleep {0} & (sleep {0} &); echo up; sleep {0}", marker_)});
   WaitState(id, [](const std::string& s) { return s == "running"; });
   for (int i = 0; i < 100 && ProcessesMatching(marker_).size() < 3; ++i) {
     std::this_thread::sleep_for(20ms);
@@ -297,8 +298,8 @@ TEST_F(DurableRunsTest, CancelOfAQueuedRunNeverStartsIt) {
 
 TEST_F(DurableRunsTest, TimeoutStopsTheWholeProcessTree) {
   StartWorker();
-  std::string id = Submit({"/bin/sh", "-c", fmt::format("sleep {0} & sleep {0}", marker_)},
-                          {"--timeout", "1"});
+  std::string id =
+      Submit({"/bin/sh", "-c", fmt::format("sleep {0} & sleep {0}", marker_)}, {"--timeout", "1"});
   auto rec = WaitEnded(id);
   EXPECT_EQ(rec["state"], "cancelled") << rec.dump();
   EXPECT_THAT(rec["reason"].get<std::string>(), HasSubstr("timeout"));

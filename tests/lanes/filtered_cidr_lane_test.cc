@@ -17,6 +17,9 @@ using ::testing::Not;
 
 class FilteredCidrLaneTest : public ::testing::Test {
  protected:
+  // A filtered run's supervisor tears its network down after the run is recorded: let it
+  // finish before the fake internet goes.
+  void TearDown() override { install_.WaitForSupervisors(); }
   void SetUp() override {
     REQUIRE_ROOT_FOR_LANES();
     ASSERT_TRUE(install_.ok()) << install_.error();
@@ -29,12 +32,12 @@ class FilteredCidrLaneTest : public ::testing::Test {
   // A filtered run allowing every address, as a root worker in the worker host; `script` runs
   // under /bin/sh with $0 = escape_probe.
   CliResult RunEverywhere(const std::string& script) {
-    return RunCodespace(install_,
-                        {"run", "--workspace", install_.workspace(), "--egress", "allowlist",
-                         "--allow", "0.0.0.0/0", "--allow", "::/0", "--", "/bin/sh", "-c", script,
-                         install_.probe()},
-                        {{"CODESPACE_DNS_UPSTREAM", kDnsServerV4}},
-                        net_->WorkerHostArgv({}, WorkerResolvConf::kHost));
+    return RunCodespace(
+        install_,
+        {"run", "--workspace", install_.workspace(), "--egress", "allowlist", "--allow",
+         "0.0.0.0/0", "--allow", "::/0", "--", "/bin/sh", "-c", script, install_.probe()},
+        {{"CODESPACE_DNS_UPSTREAM", kDnsServerV4}},
+        net_->WorkerHostArgv({}, WorkerResolvConf::kHost));
   }
 
   StagedInstall install_{0};
@@ -43,19 +46,19 @@ class FilteredCidrLaneTest : public ::testing::Test {
 
 TEST_F(FilteredCidrLaneTest, CidrCoveringEverythingOpensNeitherMetadataNorTheWorker) {
   // Positive control: the CIDRs are in force (these addresses are listed by nothing else).
-  CliResult open = RunEverywhere(fmt::format("\"$0\" connect {} 80 && \"$0\" connect {} 80",
-                                             kWildV4, kAllowedV6));
+  CliResult open = RunEverywhere(
+      fmt::format("\"$0\" connect {} 80 && \"$0\" connect {} 80", kWildV4, kAllowedV6));
   ASSERT_EQ(open.code(), 0) << "the allow-everything CIDRs do not work: " << Describe(open);
   EXPECT_EQ(LatestRecord(install_)["network"], "filtered");
 
   // Each wall probed at once (each probe waits up to 3 s); a reached one prints REACHED.
-  const std::string targets = fmt::format(
-      "{0}:80 {1}:80 {2}:{4} {3}:{4} $(\"$0\" gateway):{4}", kMetadataV4, kMetadataV6,
-      kWorkerUplinkV4, kWorkerUplinkV6, kWorkerServicePort);
-  CliResult r = RunEverywhere(
-      "for t in " + targets +
-      "; do ( a=${t%:*}; p=${t##*:}; \"$0\" no-connect \"$a\" \"$p\" >/dev/null || "
-      "echo \"REACHED $a port $p\" ) & done; wait; echo probed");
+  const std::string targets =
+      fmt::format("{0}:80 {1}:80 {2}:{4} {3}:{4} $(\"$0\" gateway):{4}", kMetadataV4, kMetadataV6,
+                  kWorkerUplinkV4, kWorkerUplinkV6, kWorkerServicePort);
+  CliResult r =
+      RunEverywhere("for t in " + targets +
+                    "; do ( a=${t%:*}; p=${t##*:}; \"$0\" no-connect \"$a\" \"$p\" >/dev/null || "
+                    "echo \"REACHED $a port $p\" ) & done; wait; echo probed");
   EXPECT_EQ(r.code(), 0) << Describe(r);
   EXPECT_THAT(r.output, HasSubstr("probed"));
   EXPECT_THAT(r.output, Not(HasSubstr("REACHED"))) << Describe(r);

@@ -3,6 +3,7 @@
 // thing — exiting 0 when the wall held and its own code when a forbidden action worked.
 // Nothing here reaches past the namespaces the harness made.
 #include <fmt/format.h>
+#include <sys/file.h>
 
 #include <set>
 #include <thread>
@@ -28,6 +29,9 @@ const std::vector<std::string> kAllow = {
 
 class FilteredEgressTest : public ::testing::Test {
  protected:
+  // A filtered run's supervisor tears its network down after the run is recorded: let it
+  // finish before the fake internet goes.
+  void TearDown() override { install_.WaitForSupervisors(); }
   void SetUp() override {
     REQUIRE_ROOT_FOR_LANES();
     ASSERT_TRUE(install_.ok()) << install_.error();
@@ -139,11 +143,12 @@ TEST_F(FilteredEgressTest, MetadataAddressIsUnreachable) {
 
 TEST_F(FilteredEgressTest, WorkerHostAddressesAndServicesAreUnreachable) {
   // The worker's uplink address, its side of the run's own veth, and its loopback service.
-  CliResult r = Run({"/bin/sh", "-c",
-                     fmt::format("\"$0\" no-connect {0} {1} && \"$0\" no-connect \"$(\"$0\" gateway)\" "
-                                 "{1} && \"$0\" no-connect 127.0.0.1 {2}",
-                                 kWorkerUplinkV4, kWorkerServicePort, kWorkerLoopbackServicePort),
-                     install_.probe()});
+  CliResult r =
+      Run({"/bin/sh", "-c",
+           fmt::format("\"$0\" no-connect {0} {1} && \"$0\" no-connect \"$(\"$0\" gateway)\" "
+                       "{1} && \"$0\" no-connect 127.0.0.1 {2}",
+                       kWorkerUplinkV4, kWorkerServicePort, kWorkerLoopbackServicePort),
+           install_.probe()});
   EXPECT_EQ(r.code(), 0) << Describe(r);
   EXPECT_THAT(r.output, HasSubstr("connect 10.201."));  // the gateway was really tried
 }
@@ -200,6 +205,7 @@ TEST_F(FilteredEgressTest, UnconfinedRootIsFilteredByNamespace) {
 TEST_F(FilteredEgressTest, StartupSweepRemovesWhatAFinishedRunLeftAndNothingElse) {
   CliResult first = Probe({"links"});
   ASSERT_EQ(first.code(), 0) << Describe(first);
+  ASSERT_TRUE(install_.WaitForSupervisors());  // its own teardown, after the record
   auto rec = Record();
   const std::string ns = rec["namespace"];
   const std::string id12 = ns.substr(3);
@@ -217,9 +223,8 @@ TEST_F(FilteredEgressTest, StartupSweepRemovesWhatAFinishedRunLeftAndNothingElse
   CliResult next = Run({"/bin/true"});
   EXPECT_EQ(next.code(), 0) << Describe(next);
   EXPECT_THAT(next.output, HasSubstr("removed 1 leftover namespace(s) of finished runs"));
-  auto left = net_->RunInWorkerHost(
-      {"/bin/sh", "-c", "ip netns list; ip -o link; nft list tables"}, std::nullopt,
-      WorkerResolvConf::kHost);
+  auto left = net_->RunInWorkerHost({"/bin/sh", "-c", "ip netns list; ip -o link; nft list tables"},
+                                    std::nullopt, WorkerResolvConf::kHost);
   ASSERT_TRUE(left.ok());
   EXPECT_THAT(left->output, ::testing::Not(HasSubstr(ns)));
   EXPECT_THAT(left->output, ::testing::Not(HasSubstr("cs" + id12 + "h")));
@@ -227,6 +232,38 @@ TEST_F(FilteredEgressTest, StartupSweepRemovesWhatAFinishedRunLeftAndNothingElse
   // Not ours to remove: still there (and removed by the test itself).
   EXPECT_THAT(left->output, HasSubstr(stranger));
   EXPECT_TRUE(RunCommand({"ip", "netns", "del", stranger}).ok());
+}
+
+// A supervisor records its run first and tears the network down after: in between, the run is
+// finished but its namespace is its supervisor's to remove, and the sweep must leave it alone.
+TEST_F(FilteredEgressTest, SweepLeavesAFinishedRunsNamespaceToItsLiveSupervisor) {
+  CliResult first = Probe({"links"});
+  ASSERT_EQ(first.code(), 0) << Describe(first);
+  ASSERT_TRUE(install_.WaitForSupervisors());
+  auto rec = Record();
+  const std::string id = rec["id"];
+  const std::string ns = rec["namespace"];
+  auto made =
+      net_->RunInWorkerHost({"/bin/sh", "-c", fmt::format("ip netns add {} && echo made", ns)},
+                            std::nullopt, WorkerResolvConf::kHost);
+  ASSERT_TRUE(made.ok());
+  ASSERT_THAT(made->output, HasSubstr("made"));
+  {
+    // Its supervisor, still tearing down: the run directory's lock is held.
+    auto lock =
+        OpenFile((install_.state_dir() + "/runs/" + id + "/supervisor.lock").c_str(), O_RDWR);
+    ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+    ASSERT_EQ(::flock(lock->get(), LOCK_EX | LOCK_NB), 0);
+    CliResult next = Run({"/bin/true"});
+    EXPECT_EQ(next.code(), 0) << Describe(next);
+    EXPECT_THAT(next.output, ::testing::Not(HasSubstr("leftover")));
+    EXPECT_EQ(::access(("/run/netns/" + ns).c_str(), F_OK), 0) << "swept under its supervisor";
+  }
+  // Its supervisor gone (lock released) without removing it: now the sweep does.
+  CliResult after = Run({"/bin/true"});
+  EXPECT_EQ(after.code(), 0) << Describe(after);
+  EXPECT_THAT(after.output, HasSubstr("removed 1 leftover namespace(s) of finished runs"));
+  EXPECT_NE(::access(("/run/netns/" + ns).c_str(), F_OK), 0);
 }
 
 // --- many at once ------------------------------------------------------------------------------
@@ -253,7 +290,8 @@ TEST_F(FilteredEgressTest, FiftyConcurrentRunsGetDistinctNetworksAndLeaveNothing
     ASSERT_NE(at, std::string::npos) << "run " << i << " printed no address: " << out;
     std::string addr = out.substr(at, out.find('\n', at) - at);
     EXPECT_TRUE(addrs.emplace(addr, i).second)
-        << addr << " given to runs " << addrs[addr] << " and " << i << ":\n" << out << "\n---\n"
+        << addr << " given to runs " << addrs[addr] << " and " << i << ":\n"
+        << out << "\n---\n"
         << results[addrs[addr]].output;
     size_t ns = out.find("namespace=");
     ASSERT_NE(ns, std::string::npos) << out;
@@ -261,11 +299,14 @@ TEST_F(FilteredEgressTest, FiftyConcurrentRunsGetDistinctNetworksAndLeaveNothing
   }
   EXPECT_EQ(std::set<std::string>(namespaces.begin(), namespaces.end()).size(),
             static_cast<size_t>(kRuns));
-  // Nothing of any run is left in the worker host, /run/netns or /run/codespace.
+  // Nothing of any run is left in the worker host, /run/netns or /run/codespace, once the
+  // supervisors (which record first, then tear down) are gone.
+  ASSERT_TRUE(install_.WaitForSupervisors());
   auto links = net_->RunInWorkerHost({"ip", "-o", "link"}, std::nullopt, WorkerResolvConf::kHost);
   ASSERT_TRUE(links.ok());
   EXPECT_THAT(links->output, ::testing::Not(::testing::ContainsRegex("cs[0-9a-f]{12}h")));
-  auto tables = net_->RunInWorkerHost({"nft", "list", "tables"}, std::nullopt, WorkerResolvConf::kHost);
+  auto tables =
+      net_->RunInWorkerHost({"nft", "list", "tables"}, std::nullopt, WorkerResolvConf::kHost);
   ASSERT_TRUE(tables.ok());
   EXPECT_THAT(tables->output, ::testing::Not(HasSubstr("codespace_")));
   auto netns = RunCommand({"ip", "netns", "list"});

@@ -13,6 +13,7 @@
 // Whatever the test's outcome, the named namespaces it makes are removed; veths and tables live in
 // the worker host and die with it.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,8 +21,6 @@
 #include <functional>
 #include <future>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "base/file_util.h"
 #include "harness/fake_internet.h"
@@ -38,7 +37,13 @@ using ::testing::Not;
 // over-mounted /proc also keeps bubblewrap from mounting a fresh one, so it does not confine
 // either; the sweep must not care.)
 const std::vector<std::string> kReadOnlyProcSys = {
-    "/usr/bin/unshare", "--mount", "--propagation", "slave", "--", "/bin/sh", "-c",
+    "/usr/bin/unshare",
+    "--mount",
+    "--propagation",
+    "slave",
+    "--",
+    "/bin/sh",
+    "-c",
     "mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys && exec \"$@\"",
     "sh"};
 
@@ -68,8 +73,7 @@ class StartupSweepLaneTest : public ::testing::Test {
     net_ = std::move(*net);
   }
   // `codespace ARGS` as a root worker in the worker host, inside `staging` (an argv prefix).
-  CliResult Worker(const std::vector<std::string>& args,
-                   std::vector<std::string> staging = {}) {
+  CliResult Worker(const std::vector<std::string>& args, std::vector<std::string> staging = {}) {
     return RunCodespaceAs(install_, 0, args, {{"CODESPACE_DNS_UPSTREAM", kDnsServerV4}},
                           net_->WorkerHostArgv(std::move(staging), WorkerResolvConf::kHost));
   }
@@ -95,8 +99,9 @@ class StartupSweepLaneTest : public ::testing::Test {
   }
   // Namespaces, links and nftables tables as the worker host sees them.
   std::string WorkerHostState() {
-    auto left = net_->RunInWorkerHost({"/bin/sh", "-c", "ip netns list; ip -o link; nft list tables"},
-                                      std::nullopt, WorkerResolvConf::kHost);
+    auto left =
+        net_->RunInWorkerHost({"/bin/sh", "-c", "ip netns list; ip -o link; nft list tables"},
+                              std::nullopt, WorkerResolvConf::kHost);
     return left.ok() ? left->output : "error: " + left.status().ToString();
   }
 
@@ -139,9 +144,9 @@ TEST_F(StartupSweepLaneTest, SweepLeavesARunInFlightAlone) {
   ASSERT_TRUE(net_->SetWorkerHostForwarding(true).ok());
   // A filtered run that is still running when a second worker starts on the same store.
   auto in_flight = std::async(std::launch::async, [&] {
-    return Worker(RunArgs({"--egress", "allowlist", "--allow", kAllowedName},
-                          {"/bin/sh", "-c", "sleep 3; exec \"$0\" connect-name allowed.test 80",
-                           install_.probe()}));
+    return Worker(RunArgs(
+        {"--egress", "allowlist", "--allow", kAllowedName},
+        {"/bin/sh", "-c", "sleep 3; exec \"$0\" connect-name allowed.test 80", install_.probe()}));
   });
   // Wait for its namespace to exist: before that there is nothing for a sweep to get wrong.
   std::string ns;
@@ -174,6 +179,7 @@ class LostRunTeardownLaneTest : public StartupSweepLaneTest {
  protected:
   void TearDown() override {
     StopWorker();
+    install_.WaitForSupervisors(std::chrono::seconds(5));
     // Whatever a failed test left: supervisors (their argv names this state dir) and, with them
     // (--die-with-parent), their sandboxes.
     for (pid_t p : ProcessesMatching(install_.state_dir())) ::kill(p, SIGKILL);
@@ -261,10 +267,10 @@ TEST_F(LostRunTeardownLaneTest, LostRunIsTornDownByNameOnAHostThatNoLongerFilter
   CliResult posture = Worker({"posture"}, kReadOnlyProcSys);
   ASSERT_THAT(posture.output, HasSubstr("tools=yes canFilter=no")) << Describe(posture);
   StartWorker(kReadOnlyProcSys);
-  rec = WaitFor(id, [](const nlohmann::json& j) { return j.contains("state") && j["state"] == "lost"; });
+  rec = WaitFor(
+      id, [](const nlohmann::json& j) { return j.contains("state") && j["state"] == "lost"; });
   EXPECT_EQ(rec["state"], "lost") << rec.dump() << "\n" << WorkerLog();
-  EXPECT_THAT(rec["reason"].get<std::string>(), HasSubstr("its namespace torn down"))
-      << rec.dump();
+  EXPECT_THAT(rec["reason"].get<std::string>(), HasSubstr("its namespace torn down")) << rec.dump();
   const std::string left = WorkerHostState();
   EXPECT_THAT(left, Not(HasSubstr(ns))) << "the lost run's namespace was left behind";
   EXPECT_THAT(left, Not(HasSubstr("cs" + ns.substr(3) + "h")));
