@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -30,6 +31,23 @@ namespace codespace {
 
 Status FdSink::Write(const char* data, size_t size) { return WriteAll(fd_, data, size); }
 
+OutputSink::Pulled ReadPipeOnce(int pipe_fd, char* buf, size_t size) {
+  for (;;) {
+    ssize_t n = ::read(pipe_fd, buf, size);
+    if (n > 0) return {static_cast<size_t>(n), false};
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return {0, false};
+    return {0, true};
+  }
+}
+
+Result<OutputSink::Pulled> OutputSink::PullFrom(int pipe_fd) {
+  char buf[64 * 1024];
+  Pulled p = ReadPipeOnce(pipe_fd, buf, sizeof(buf));
+  if (p.bytes > 0) RETURN_IF_ERROR(Write(buf, p.bytes));
+  return p;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -38,6 +56,11 @@ using Clock = std::chrono::steady_clock;
 constexpr int kStatusFd = 3;
 constexpr int kInfoFd = 4;
 constexpr size_t kChunk = 64 * 1024;
+// How much one stream may move before the wait loop looks at everything else again.
+constexpr size_t kPumpBudget = 4 * 1024 * 1024;
+// The output pipes' size: the unprivileged maximum (/proc/sys/fs/pipe-max-size) instead of the
+// default 64 KiB.
+constexpr int kOutputPipeBytes = 1024 * 1024;
 
 // How codespace-init said the command ended ("started" comes first; then one of these).
 std::optional<RunOutcome> ParseInitLine(const std::string& line, const std::string& command) {
@@ -61,25 +84,30 @@ struct Stream {
   Status error;  // the first sink error; later bytes are drained and dropped
 
   bool open() const { return fd.valid(); }
-  // Reads what is there now; closes the stream at EOF.
+  // Moves what the pipe holds now into the sink, up to kPumpBudget (then the other streams and
+  // the status pipe get their turn); closes the stream at EOF. The sink reads the pipe itself
+  // (PullFrom): the log file reads straight into its hashing queue. After a sink error, `buf`
+  // takes the bytes and they are dropped.
   void Pump(std::vector<char>& buf) {
-    for (;;) {
-      ssize_t n = ::read(fd.get(), buf.data(), buf.size());
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN) return;
-        fd.reset();
-        return;
-      }
-      if (n == 0) {
-        fd.reset();
-        return;
-      }
+    size_t budget = kPumpBudget;
+    while (budget > 0) {
+      OutputSink::Pulled p;
       if (error.ok()) {
-        Status s = sink->Write(buf.data(), static_cast<size_t>(n));
-        if (!s.ok()) error = s.WithContext(fmt::format("{} capture", name));
+        auto pulled = sink->PullFrom(fd.get());
+        if (!pulled.ok()) {
+          error = pulled.status().WithContext(fmt::format("{} capture", name));
+          continue;
+        }
+        p = *pulled;
+      } else {
+        p = ReadPipeOnce(fd.get(), buf.data(), buf.size());
       }
-      if (static_cast<size_t>(n) < buf.size()) return;
+      if (p.end) {
+        fd.reset();
+        return;
+      }
+      if (p.bytes == 0) return;
+      budget -= std::min(budget, p.bytes);
     }
   }
 };
@@ -187,6 +215,10 @@ class Launch {
     for (int fd : {out_.fd.get(), err_.fd.get(), status_fd_.get(), info_fd_.get()}) {
       if (fd >= 0) ::fcntl(fd, F_SETFL, O_NONBLOCK);
     }
+    // A command that prints fast then blocks on a full pipe a sixteenth as often, and each of
+    // our reads takes up to a whole chunk of the log's queue. Best effort: past the user's pipe
+    // quota (pipe-user-pages-soft) the kernel says no, and 64 KiB pipes still work.
+    for (int fd : {out_.fd.get(), err_.fd.get()}) ::fcntl(fd, F_SETPIPE_SZ, kOutputPipeBytes);
     if (!confined) sandbox_pid_ = child_.pid();
 
     Loop(mount_lock);
