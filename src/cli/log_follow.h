@@ -16,9 +16,13 @@ class LogFollower {
   size_t Pump();
 
  private:
+  static constexpr size_t kSendfileMax = 16 << 20;
+  size_t Copy(int i);
+
   std::string paths_[2];
   int targets_[2];
   UniqueFd fds_[2];
+  bool plain_copy_[2] = {false, false};  // the target takes no sendfile: read and write
 };
 
 }  // namespace codespace
