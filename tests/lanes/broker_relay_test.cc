@@ -106,10 +106,12 @@ INSTANTIATE_TEST_SUITE_P(Lanes, BrokerRelayTest, ::testing::Values(0u, kUnprivil
 
 TEST(BrokerRelayFilteredTest, FilteredRunReachesItsBrokerAndNotTheWorker) {
   REQUIRE_ROOT_FOR_LANES();
-  StagedInstall install(0);
-  ASSERT_TRUE(install.ok()) << install.error();
+  // Made first, so destroyed last: the install waits for its supervisors (which tear a
+  // filtered run's network down after recording it) before the fake internet goes.
   auto net = FakeInternet::Create();
   ASSERT_TRUE(net.ok()) << net.status().ToString();
+  StagedInstall install(0);
+  ASSERT_TRUE(install.ok()) << install.error();
   ASSERT_TRUE((*net)->SetWorkerHostForwarding(true).ok());
   auto stub = StubModelApi::StartUnix(install.root() + "/broker.sock");
   ASSERT_TRUE(stub.ok());
