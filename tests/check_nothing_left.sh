@@ -15,6 +15,8 @@ inventory() {
   ls -d /tmp/codespace-lane.* /tmp/codespace-test.* /tmp/cst-* 2>/dev/null | sed 's/^/tempdir /' || true
   { pgrep -f 'escape_probe|codespace-init|codespace __supervise'; pgrep -x cs-supervisor; } 2>/dev/null | sort -u | while read -r p; do
     [ "$p" = "$$" ] && continue
+    # A zombie is not running: an orphan waits there for pid 1 (slow to reap on some hosts).
+    [ "$(awk '{print $3}' /proc/"$p"/stat 2>/dev/null)" = "Z" ] && continue
     printf 'process %s %s\n' "$p" "$(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | cut -c1-120)"
   done
 }

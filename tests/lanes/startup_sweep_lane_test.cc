@@ -173,6 +173,9 @@ TEST_F(StartupSweepLaneTest, SweepLeavesARunInFlightAlone) {
 
   CliResult first = in_flight.get();
   EXPECT_EQ(first.code(), 0) << "the run in flight lost its network: " << Describe(first);
+  // Its supervisor tears its network down after recording it: before `cleanup` may delete the
+  // namespace under it.
+  EXPECT_TRUE(install_.WaitForSupervisors());
 }
 
 class LostRunTeardownLaneTest : public StartupSweepLaneTest {
