@@ -272,14 +272,27 @@ TEST_F(FilteredEgressTest, FiftyConcurrentRunsGetDistinctNetworksAndLeaveNothing
   constexpr int kRuns = 50;
   std::vector<CliResult> results(kRuns);
   std::vector<std::thread> threads;
+  // Every run holds its network until all fifty hold theirs (a file each in the workspace, then
+  // one "go"): distinct addresses are owed to runs alive at once; a run already torn down may
+  // hand its address on.
+  const std::string go = install_.workspace() + "/go";
+  auto held = [&](int i) { return fmt::format("{}/held-{}", install_.workspace(), i); };
   for (int i = 0; i < kRuns; ++i) {
     threads.emplace_back([&, i] {
       results[i] = Run({"/bin/sh", "-c",
                         "ip -o -4 addr show dev eth0 | awk '{print \"addr=\" $4}'; "
-                        "\"$0\" connect-name allowed.test 80",
-                        install_.probe()});
+                        "\"$0\" connect-name allowed.test 80; touch \"$1\"; n=0; "
+                        "while [ ! -e \"$2\" ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done",
+                        install_.probe(), held(i), go});
     });
   }
+  for (int waited = 0; waited < 1200; ++waited) {
+    int n = 0;
+    for (int i = 0; i < kRuns; ++i) n += ::access(held(i).c_str(), F_OK) == 0;
+    if (n == kRuns) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(WriteFileAtomically(go, "").ok());  // joined below either way
   for (auto& t : threads) t.join();
   std::map<std::string, int> addrs;  // address -> run
   std::vector<std::string> namespaces;
