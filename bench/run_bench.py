@@ -606,6 +606,27 @@ def item1_worker(ctx, cleanup):
     stop_worker(p)
 
 
+def wait_supervisors(state):
+    """Until no supervisor holds a run directory of `state` (they tear filtered runs' networks
+    down after `codespace run` has returned). Plain bubblewrap launched meanwhile does not take
+    codespace's netns-mount lock, and a namespace removed during its setup fails it."""
+    runs = os.path.join(state, "runs")
+    for d in os.listdir(runs) if os.path.isdir(runs) else []:
+        try:
+            with open(os.path.join(runs, d, "supervisor.lock")) as f:
+                fcntl.flock(f, fcntl.LOCK_SH)
+        except OSError:
+            pass
+
+
+def timed_then_settled(ctx, argv):
+    """run_timed's seconds (until `codespace run` returns), then, untimed, its supervisor's
+    teardown: the baseline that alternates with it must not start during that teardown."""
+    t = run_timed(ctx, argv)[0]
+    wait_supervisors(ctx.state)
+    return t
+
+
 def until_torn_down(ctx, argv):
     """Seconds from spawn until the run's supervisor is gone too (it tears a filtered run's
     network down after `codespace run` has returned): the newest run directory's lock is free."""
@@ -639,7 +660,8 @@ def item2_filtered(ctx):
     ctx.raw["2_filter_check"] = {"allowed": ok.stdout.strip(), "denied_exit": no.returncode}
 
     n = ctx.args.n
-    a, b = alternate(n, lambda: run_timed(ctx, cs)[0], lambda: run_timed(ctx, ctx.bwrap_severed)[0])
+    a, b = alternate(n, lambda: timed_then_settled(ctx, cs),
+                     lambda: run_timed(ctx, ctx.bwrap_severed)[0])
     ctx.raw["2_run_s"], ctx.raw["2_bwrap_s"] = a, b
     row(ctx, "2", "filtered `true` (allow 1 address): codespace run", med(a) * 1e3,
         "bwrap severed", med(b) * 1e3, "ms", aim=3, n=n)
@@ -653,7 +675,7 @@ def item2_filtered(ctx):
         return run_timed(ctx, [script, f"{ctx.worker_ns}-r{k}", str(k % 16384), ALLOWED, "--"] +
                          shared)[0]
 
-    a2, c = alternate(n, lambda: run_timed(ctx, cs)[0], by_hand)
+    a2, c = alternate(n, lambda: timed_then_settled(ctx, cs), by_hand)
     ctx.raw["2_run_vs_script_s"], ctx.raw["2_script_s"] = a2, c
     row(ctx, "2", "filtered `true`: codespace run", med(a2) * 1e3,
         "ip + nft + bwrap script", med(c) * 1e3, "ms", n=n,
@@ -764,6 +786,7 @@ def item5_concurrency(ctx, cleanup):
                 res, total = burst(ctx, [cs] * k)
                 lat_cs += [x[1] for x in res]
                 wall_cs.append(total)
+                wait_supervisors(ctx.state)  # their teardowns, before anything else starts
             else:
                 res, total = burst(ctx, [ctx.bwrap_severed] * k)
                 lat_bw += [x[1] for x in res]
