@@ -233,7 +233,18 @@ int CmdPlan(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
 }
 
 std::atomic<bool> g_interrupted{false};
-void OnInterrupt(int) { g_interrupted.store(true); }
+// The worker's wake-up (an eventfd), so that a stop interrupts its wait for the next poll even
+// when the signal lands on one of its API threads rather than the one waiting. -1: none.
+int g_wake_fd = -1;
+
+void OnInterrupt(int) {
+  g_interrupted.store(true);
+  if (g_wake_fd >= 0) {
+    uint64_t one = 1;
+    ssize_t ignored = ::write(g_wake_fd, &one, sizeof(one));  // async-signal-safe
+    (void)ignored;
+  }
+}
 
 std::string SelfExe() {
   char buf[4096];
@@ -437,6 +448,7 @@ int CmdWorker(bool quiet, const std::string& state_dir) {
     PrintError(wake.status());
     return kExitCodespaceFailed;
   }
+  g_wake_fd = wake->fd();
   auto handler = std::make_unique<api::ApiHandler>(session->facts, api_store->get(), state_dir);
   handler->OnQueued([&wake] { wake->Notify(); });
   auto api_server = api::ApiServer::Start(*api_config, std::move(handler));

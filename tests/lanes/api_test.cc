@@ -543,6 +543,12 @@ TEST_F(ApiTest, ASubmittedRunStartsAtOnceNotAtTheNextPoll) {
     Json rec = WaitEnded(id, 20s);
     EXPECT_EQ(rec["state"], "exited") << rec.dump();
   }
+  // A stop is not left waiting for the next poll either, whichever thread the signal lands on.
+  ASSERT_TRUE(worker_->Signal(SIGTERM).ok());
+  auto ended = worker_->WaitFor(20s);
+  ASSERT_TRUE(ended.ok()) << ended.status().ToString();
+  EXPECT_TRUE(ended->has_value()) << "the worker did not stop on SIGTERM";
+  if (!ended->has_value()) worker_->Signal(SIGKILL).IgnoreError();
 }
 
 TEST_F(ApiTest, TcpWithoutATokenRefusesToStart) {
