@@ -1,16 +1,16 @@
 #include "probe/host_probe.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 
-#include <fmt/format.h>
-
 #include "base/file_util.h"
 #include "base/process.h"
+#include "net/netns.h"
 #include "sandbox/bwrap_args.h"
 
 namespace codespace {
@@ -25,10 +25,9 @@ ProbeOptions ProbeOptionsFromEnvironment() {
 
 ConfinementProbe ProbeConfinement(const ProbeOptions& options) {
   ConfinementProbe p;
-  Result<std::string> found =
-      options.bwrap_override.empty()
-          ? FindExecutable("bwrap", options.path_env)
-          : FindExecutable(options.bwrap_override, options.path_env);
+  Result<std::string> found = options.bwrap_override.empty()
+                                  ? FindExecutable("bwrap", options.path_env)
+                                  : FindExecutable(options.bwrap_override, options.path_env);
   if (!found.ok()) {
     p.error = options.bwrap_override.empty()
                   ? "bubblewrap (bwrap) not found on PATH"
@@ -37,7 +36,16 @@ ConfinementProbe ProbeConfinement(const ProbeOptions& options) {
     return p;
   }
   p.bwrap_path = *found;
+  // The trial sandbox binds / recursively and remounts every mount read-only, like a run's: a
+  // run namespace removed meanwhile (/run/netns is shared) fails it, and the host would be
+  // judged not to confine. Hold the lock every sandbox holds while setting up (net/netns.h).
+  auto lock = NetnsMountLock::Shared();
+  if (!lock.ok()) {
+    p.error = fmt::format("trial sandbox: {}", lock.status().message());
+    return p;
+  }
   auto out = RunCommand(TrialSandboxArgv(p.bwrap_path), std::vector<std::string>{});
+  lock->Release();
   if (!out.ok()) {
     p.error = fmt::format("trial sandbox did not start: {}", out.status().message());
     return p;

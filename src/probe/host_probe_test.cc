@@ -5,23 +5,24 @@
 #include "probe/host_probe.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <functional>
-
-#include <fmt/format.h>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
+#include <future>
 
 #include "base/file_util.h"
 #include "base/testing/status_matchers.h"
 #include "base/testing/temp_dir.h"
 #include "base/unique_fd.h"
+#include "net/netns.h"
 
 namespace codespace {
 namespace {
@@ -59,8 +60,8 @@ std::string MakeReadOnly(const std::string& path) {
 }
 
 std::string DropToUnprivileged() {
-  if (::setgroups(0, nullptr) != 0 || ::setresgid(kUnprivilegedUid, kUnprivilegedUid,
-                                                  kUnprivilegedUid) != 0 ||
+  if (::setgroups(0, nullptr) != 0 ||
+      ::setresgid(kUnprivilegedUid, kUnprivilegedUid, kUnprivilegedUid) != 0 ||
       ::setresuid(kUnprivilegedUid, kUnprivilegedUid, kUnprivilegedUid) != 0) {
     return "drop privileges failed";
   }
@@ -112,8 +113,8 @@ TEST_F(HostProbeTest, ForwardingReadsZeroBoundReadOnlyIsNamed) {
     bool ok = ProbeForwarding(path, &err);
     FilterParts parts = FilterProbe(tools_, path);
     FilterVerdict v = DecideFilter(parts);
-    return std::string(ok ? "ok" : "refused") + "|" + err + "|" + (v.can_filter ? "can" : "cannot") +
-           "|" + v.unavailable_reason;
+    return std::string(ok ? "ok" : "refused") + "|" + err + "|" +
+           (v.can_filter ? "can" : "cannot") + "|" + v.unavailable_reason;
   });
   EXPECT_THAT(out, HasSubstr("refused|IPv4 forwarding is off"));
   EXPECT_THAT(out, HasSubstr("Read-only file system"));
@@ -184,11 +185,13 @@ TEST_F(HostProbeTest, FilterProbeTruthTable) {
           }
           FilterParts p = FilterProbe(path_env, path);
           FilterVerdict v = DecideFilter(p);
-          return fmt::format("{}{}{}{}|{}", static_cast<int>(p.tools), static_cast<int>(p.namespace_ok), static_cast<int>(p.forwarding),
+          return fmt::format("{}{}{}{}|{}", static_cast<int>(p.tools),
+                             static_cast<int>(p.namespace_ok), static_cast<int>(p.forwarding),
                              static_cast<int>(v.can_filter), v.unavailable_reason);
         });
-        EXPECT_EQ(out.substr(0, 4), fmt::format("{}{}{}{}", static_cast<int>(tools), static_cast<int>(ns), static_cast<int>(fwd),
-                                                static_cast<int>(tools && ns && fwd)));
+        EXPECT_EQ(out.substr(0, 4),
+                  fmt::format("{}{}{}{}", static_cast<int>(tools), static_cast<int>(ns),
+                              static_cast<int>(fwd), static_cast<int>(tools && ns && fwd)));
         std::string reason = out.size() > 5 ? out.substr(5) : "";
         if (!tools) {
           EXPECT_THAT(reason, HasSubstr("not found on PATH"));
@@ -234,6 +237,24 @@ TEST_F(HostProbeTest, RealBubblewrapConfinesHere) {
   o.bwrap_override.clear();
   ConfinementProbe c = ProbeConfinement(o);
   if (!FindExecutable("bwrap", o.path_env).ok()) GTEST_SKIP() << "bubblewrap is not installed";
+  EXPECT_TRUE(c.confines) << c.error;
+}
+
+// The trial sandbox waits while a run namespace is being removed (the removal's exclusive
+// netns-mount lock): its recursive read-only remount would otherwise fail on the vanishing mount
+// and the host would be judged not to confine.
+TEST_F(HostProbeTest, TrialSandboxWaitsWhileANamespaceIsRemoved) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the lock lives in /run/codespace";
+  ProbeOptions o = ProbeOptionsFromEnvironment();
+  o.bwrap_override.clear();
+  if (!FindExecutable("bwrap", o.path_env).ok()) GTEST_SKIP() << "bubblewrap is not installed";
+  auto removal = NetnsMountLock::Exclusive();
+  ASSERT_OK(removal.status());
+  auto probe = std::async(std::launch::async, [&] { return ProbeConfinement(o); });
+  EXPECT_EQ(probe.wait_for(std::chrono::milliseconds(500)), std::future_status::timeout)
+      << "the trial sandbox ran during a namespace removal";
+  removal->Release();
+  ConfinementProbe c = probe.get();
   EXPECT_TRUE(c.confines) << c.error;
 }
 
