@@ -96,6 +96,39 @@ std::string ConnectAs(uid_t uid, const std::string& path) {
   return out;
 }
 
+// Starts `codespace worker` as `argv` with `env`, its output appended to <root>/worker.log, and
+// waits (up to 30 s) for its API at `sock` to answer; nullptr, with the log, when it does not.
+std::unique_ptr<ChildProcess> StartWorkerAndWait(const StagedInstall& install,
+                                                 std::vector<std::string> argv,
+                                                 std::vector<std::string> env,
+                                                 const std::string& sock, std::string* failure) {
+  auto log =
+      OpenFile((install.root() + "/worker.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (!log.ok()) {
+    *failure = log.status().ToString();
+    return nullptr;
+  }
+  SpawnOptions o;
+  o.argv = std::move(argv);
+  o.env = std::move(env);
+  o.fds = {{log->get(), 1}, {log->get(), 2}};  // NOLINT
+  auto child = Spawn(o);
+  if (!child.ok()) {
+    *failure = child.status().ToString();
+    return nullptr;
+  }
+  auto worker = std::make_unique<ChildProcess>(std::move(*child));
+  auto until = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < until) {
+    auto r = api::CallApi(sock, "GET", "/v1/posture");
+    if (r.ok() && r->status == 200) return worker;
+    std::this_thread::sleep_for(50ms);
+  }
+  *failure = "the worker API did not answer; worker log:\n" +
+             ReadFileToString(install.root() + "/worker.log").value_or("");
+  return nullptr;
+}
+
 class ApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -135,24 +168,10 @@ class ApiTest : public ::testing::Test {
   }
   std::vector<std::string> extra_env_;
   void StartWorker() {
-    auto log =
-        OpenFile((install_.root() + "/worker.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    ASSERT_TRUE(log.ok());
-    SpawnOptions o;
-    o.argv = {install_.codespace(), "worker"};
-    o.env = FullEnv();
-    o.fds = {{log->get(), 1}, {log->get(), 2}};  // NOLINT
-    auto child = Spawn(o);
-    ASSERT_TRUE(child.ok()) << child.status().ToString();
-    worker_ = std::make_unique<ChildProcess>(std::move(*child));
-    auto until = std::chrono::steady_clock::now() + 30s;
-    while (std::chrono::steady_clock::now() < until) {
-      auto r = api::CallApi(sock(), "GET", "/v1/posture");
-      if (r.ok() && r->status == 200) return;
-      std::this_thread::sleep_for(50ms);
-    }
-    FAIL() << "the worker API did not answer; worker log:\n"
-           << ReadFileToString(install_.root() + "/worker.log").value_or("");
+    std::string failure;
+    worker_ =
+        StartWorkerAndWait(install_, {install_.codespace(), "worker"}, FullEnv(), sock(), &failure);
+    ASSERT_TRUE(worker_) << failure;
   }
   std::string sock() const {
     for (const auto& e : extra_env_) {
@@ -658,31 +677,17 @@ class ApiOnRefusingHostTest : public ::testing::Test {
   void SetUp() override {
     REQUIRE_ROOT_FOR_LANES();
     ASSERT_TRUE(install_.ok()) << install_.error();
-    auto log =
-        OpenFile((install_.root() + "/worker.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    ASSERT_TRUE(log.ok());
     const std::string uid = std::to_string(kUnprivilegedUid);
-    SpawnOptions o;
-    o.argv = {"/usr/bin/setpriv",   "--reuid=" + uid,
-              "--regid=" + uid,     "--clear-groups",
-              "--inh-caps=-all",    "--bounding-set=-all",
-              "--no-new-privs",     "--",
-              install_.codespace(), "worker"};
-    o.env = {"PATH=/nonexistent", "HOME=" + install_.root(),
-             "CODESPACE_STATE_DIR=" + install_.state_dir(),
-             "CODESPACE_BWRAP_PATH=/nonexistent/bwrap"};
-    o.fds = {{log->get(), 1}, {log->get(), 2}};  // NOLINT
-    auto child = Spawn(o);
-    ASSERT_TRUE(child.ok()) << child.status().ToString();
-    worker_ = std::make_unique<ChildProcess>(std::move(*child));
-    auto until = std::chrono::steady_clock::now() + 30s;
-    while (std::chrono::steady_clock::now() < until) {
-      auto r = api::CallApi(sock(), "GET", "/v1/posture");
-      if (r.ok() && r->status == 200) return;
-      std::this_thread::sleep_for(50ms);
-    }
-    FAIL() << "the worker API did not answer; worker log:\n"
-           << ReadFileToString(install_.root() + "/worker.log").value_or("");
+    std::string failure;
+    worker_ = StartWorkerAndWait(
+        install_,
+        {"/usr/bin/setpriv", "--reuid=" + uid, "--regid=" + uid, "--clear-groups",
+         "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", install_.codespace(),
+         "worker"},
+        {"PATH=/nonexistent", "HOME=" + install_.root(),
+         "CODESPACE_STATE_DIR=" + install_.state_dir(), "CODESPACE_BWRAP_PATH=/nonexistent/bwrap"},
+        sock(), &failure);
+    ASSERT_TRUE(worker_) << failure;
   }
   void TearDown() override {
     if (worker_) {
