@@ -96,6 +96,21 @@ std::string ConnectAs(uid_t uid, const std::string& path) {
   return out;
 }
 
+// One request that must be answered (any status); a failed exchange fails the test.
+api::ClientResponse CallAnswered(const std::string& sock, std::string_view method,
+                                 std::string_view target, std::string_view body = {}) {
+  auto r = api::CallApi(sock, method, target, body);
+  EXPECT_TRUE(r.ok()) << method << " " << target << ": " << r.status().ToString();
+  return r.ok() ? *r : api::ClientResponse{};
+}
+
+// The answer's body as JSON; a body that is not JSON fails the test.
+Json JsonOfAnswer(const api::ClientResponse& r) {
+  auto j = Json::parse(r.body, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.body;
+  return j;
+}
+
 // Starts `codespace worker` as `argv` with `env`, its output appended to <root>/worker.log, and
 // waits (up to 30 s) for its API at `sock` to answer; nullptr, with the log, when it does not.
 std::unique_ptr<ChildProcess> StartWorkerAndWait(const StagedInstall& install,
@@ -187,15 +202,9 @@ class ApiTest : public ::testing::Test {
   }
   api::ClientResponse Call(std::string_view method, std::string_view target,
                            std::string_view body = {}) {
-    auto r = api::CallApi(sock(), method, target, body);
-    EXPECT_TRUE(r.ok()) << method << " " << target << ": " << r.status().ToString();
-    return r.ok() ? *r : api::ClientResponse{};
+    return CallAnswered(sock(), method, target, body);
   }
-  Json JsonOf(const api::ClientResponse& r) {
-    auto j = Json::parse(r.body, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << r.body;
-    return j;
-  }
+  Json JsonOf(const api::ClientResponse& r) { return JsonOfAnswer(r); }
   std::string Submit(const std::vector<std::string>& argv) {
     auto r = Call("POST", "/v1/runs", SpecJson(argv));
     EXPECT_EQ(r.status, 201) << r.body;
@@ -700,15 +709,9 @@ class ApiOnRefusingHostTest : public ::testing::Test {
   std::string sock() const { return "unix:" + install_.state_dir() + "/api.sock"; }
   api::ClientResponse Call(std::string_view method, std::string_view target,
                            std::string_view body = {}) {
-    auto r = api::CallApi(sock(), method, target, body);
-    EXPECT_TRUE(r.ok()) << method << " " << target << ": " << r.status().ToString();
-    return r.ok() ? *r : api::ClientResponse{};
+    return CallAnswered(sock(), method, target, body);
   }
-  Json JsonOf(const api::ClientResponse& r) {
-    auto j = Json::parse(r.body, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << r.body;
-    return j;
-  }
+  Json JsonOf(const api::ClientResponse& r) { return JsonOfAnswer(r); }
   std::string Created() const { return install_.workspace() + "/command-ran"; }
 
   StagedInstall install_{kUnprivilegedUid};
