@@ -1,8 +1,8 @@
 #include "cli/record_format.h"
 
-#include <ctime>
-
 #include <fmt/format.h>
+
+#include <ctime>
 
 namespace codespace {
 
@@ -83,6 +83,8 @@ std::string FormatRecord(const RunRecord& r) {
   }
   line("created", Time(r.created_ms));
   line("started", Time(r.started_ms));
+  if (r.setup_ms)
+    line("setup", fmt::format("{} ms (sandbox and network, until the command ran)", *r.setup_ms));
   line("finished", Time(r.ended_ms));
   return out;
 }
