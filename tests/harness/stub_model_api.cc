@@ -1,11 +1,8 @@
 #include "harness/stub_model_api.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -372,39 +369,19 @@ Result<std::unique_ptr<StubModelApi>> StubModelApi::StartTcp(uint16_t port,
 
 Result<std::unique_ptr<StubModelApi>> StubModelApi::StartOn(UniqueFd listener,
                                                             StubModelApiOptions options) {
-  UniqueFd wake(::eventfd(0, EFD_CLOEXEC));
-  if (!wake) return ErrnoError("eventfd", errno);
-  int flags = ::fcntl(listener.get(), F_GETFL);
-  if (flags < 0 || ::fcntl(listener.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
-    return ErrnoError("fcntl(O_NONBLOCK)", errno);
-  }
-  std::unique_ptr<StubModelApi> api(
-      new StubModelApi(std::move(listener), std::move(wake), std::move(options)));
-  api->accept_thread_ = std::thread([p = api.get()] { p->AcceptLoop(); });
+  std::unique_ptr<StubModelApi> api(new StubModelApi(std::move(options)));
+  ASSIGN_OR_RETURN(api->server_,
+                   relay_testing::TestBroker::Start(std::move(listener),
+                                                    [p = api.get()](int fd) { p->Serve(fd); }));
   return api;
 }
 
 StubModelApi::~StubModelApi() { Stop(); }
 
 void StubModelApi::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_) return;
-    stopped_ = true;
-  }
-  uint64_t one = 1;
-  ssize_t w = ::write(wake_.get(), &one, sizeof(one));
-  (void)w;
-  if (accept_thread_.joinable()) accept_thread_.join();
-  std::list<Worker> workers;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    // Wakes handlers blocked reading an idle keep-alive connection (or writing to a full one).
-    for (int fd : open_) ::shutdown(fd, SHUT_RDWR);
-    workers.swap(workers_);
-  }
-  for (auto& worker : workers) worker.thread.join();
-  listener_.reset();
+  // Shuts every connection down — handlers blocked on an idle keep-alive connection (or writing
+  // to a full one) wake — and joins every thread. Idempotent.
+  if (server_) server_->Stop();
   if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
 }
 
@@ -434,43 +411,6 @@ void StubModelApi::ClearRequests() {
 void StubModelApi::Record(const StubRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
   requests_.push_back(request);
-}
-
-void StubModelApi::AcceptLoop() {
-  for (;;) {
-    pollfd p[2] = {{listener_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
-    if (::poll(p, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    if (p[1].revents) return;
-    int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    accepted_.fetch_add(1);
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = workers_.begin(); it != workers_.end();) {
-      if (it->done->load()) {
-        it->thread.join();
-        it = workers_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    open_.insert(fd);
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    workers_.push_back(Worker{std::thread([this, fd, done] {
-                                UniqueFd conn(fd);
-                                Serve(fd);
-                                {
-                                  // Under the lock: Stop must not shut down a reused number.
-                                  std::lock_guard<std::mutex> l(mu_);
-                                  open_.erase(fd);
-                                  conn.reset();
-                                }
-                                done->store(true);
-                              }),
-                              done});
-  }
 }
 
 void StubModelApi::Serve(int fd) {

@@ -38,17 +38,15 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "relay/relay_test_util.h"
 
 namespace codespace::lanes {
 
@@ -110,37 +108,26 @@ class StubModelApi {
   // The recorded requests whose path is `path`.
   std::vector<StubRequest> RequestsTo(const std::string& path) const;
   void ClearRequests();
-  int connections_accepted() const { return accepted_.load(); }
+  int connections_accepted() const { return server_ ? server_->accepted() : 0; }
 
  private:
-  struct Worker {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
-  };
-
-  StubModelApi(UniqueFd listener, UniqueFd wake, StubModelApiOptions options)
-      : listener_(std::move(listener)), wake_(std::move(wake)), options_(std::move(options)) {}
+  explicit StubModelApi(StubModelApiOptions options) : options_(std::move(options)) {}
   static Result<std::unique_ptr<StubModelApi>> StartOn(UniqueFd listener,
                                                        StubModelApiOptions options);
-  void AcceptLoop();
   void Serve(int fd);
   // Answers one request; false when the connection must close afterwards.
   bool Respond(int fd, StubRequest& request, bool keep_alive);
   void Record(const StubRequest& request);
 
-  UniqueFd listener_;
-  UniqueFd wake_;
   StubModelApiOptions options_;
   std::string socket_path_;
   uint16_t port_ = 0;
-  std::thread accept_thread_;
   mutable std::mutex mu_;
   std::vector<StubRequest> requests_;
-  std::set<int> open_;
-  std::list<Worker> workers_;
-  std::atomic<int> accepted_{0};
   std::atomic<uint64_t> next_id_{1};
-  bool stopped_ = false;
+  // The connections, a thread each (the relay tests' broker); declared last, so that it is
+  // stopped before the state its handlers use goes.
+  std::unique_ptr<relay_testing::TestBroker> server_;
 };
 
 }  // namespace codespace::lanes
