@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
-#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +15,7 @@
 #include <thread>
 
 #include "base/file_util.h"
+#include "supervisor/run_dir.h"
 
 #ifndef CODESPACE_BUILD_DIR
 #error "CODESPACE_BUILD_DIR must name the build directory"
@@ -53,12 +53,9 @@ bool StagedInstall::WaitForSupervisors(std::chrono::milliseconds limit) const {
     bool held = false;
     if (DIR* d = ::opendir(runs.c_str())) {
       while (dirent* e = ::readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        int fd =
-            ::open((runs + "/" + e->d_name + "/supervisor.lock").c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) continue;
-        if (::flock(fd, LOCK_SH | LOCK_NB) != 0) held = true;
-        ::close(fd);
+        if (e->d_name[0] != '.' && SupervisorLockHeld(RunDirFor(state_dir(), e->d_name))) {
+          held = true;
+        }
       }
       ::closedir(d);
     }
