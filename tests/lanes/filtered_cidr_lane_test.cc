@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "harness/fake_internet.h"
-#include "lanes/lane_test_util.h"
+#include "lanes/fake_internet_lane.h"
 
 namespace codespace::lanes {
 namespace {
@@ -15,20 +15,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-class FilteredCidrLaneTest : public ::testing::Test {
+class FilteredCidrLaneTest : public FakeInternetLaneTest {
  protected:
-  // A filtered run's supervisor tears its network down after the run is recorded: let it
-  // finish before the fake internet goes.
-  void TearDown() override { install_.WaitForSupervisors(); }
-  void SetUp() override {
-    REQUIRE_ROOT_FOR_LANES();
-    ASSERT_TRUE(install_.ok()) << install_.error();
-    auto net = FakeInternet::Create();
-    ASSERT_TRUE(net.ok()) << net.status().ToString();
-    net_ = std::move(*net);
-    // IPv6 forwarding on in the worker host, so runs get IPv6 (codespace turns IPv4 on itself).
-    ASSERT_TRUE(net_->SetWorkerHostForwarding(true).ok());
-  }
   // A filtered run allowing every address, as a root worker in the worker host; `script` runs
   // under /bin/sh with $0 = escape_probe.
   CliResult RunEverywhere(const std::string& script) {
@@ -39,9 +27,6 @@ class FilteredCidrLaneTest : public ::testing::Test {
         {{"CODESPACE_DNS_UPSTREAM", kDnsServerV4}},
         net_->WorkerHostArgv({}, WorkerResolvConf::kHost));
   }
-
-  StagedInstall install_{0};
-  std::unique_ptr<FakeInternet> net_;
 };
 
 TEST_F(FilteredCidrLaneTest, CidrCoveringEverythingOpensNeitherMetadataNorTheWorker) {

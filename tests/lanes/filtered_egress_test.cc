@@ -10,7 +10,7 @@
 
 #include "base/file_util.h"
 #include "harness/fake_internet.h"
-#include "lanes/lane_test_util.h"
+#include "lanes/fake_internet_lane.h"
 
 namespace codespace::lanes {
 namespace {
@@ -27,20 +27,8 @@ const std::vector<std::string> kAllow = {
     "[2001:db8:1::20]:8080"  // an IPv6 address with a port
 };
 
-class FilteredEgressTest : public ::testing::Test {
+class FilteredEgressTest : public FakeInternetLaneTest {
  protected:
-  // A filtered run's supervisor tears its network down after the run is recorded: let it
-  // finish before the fake internet goes.
-  void TearDown() override { install_.WaitForSupervisors(); }
-  void SetUp() override {
-    REQUIRE_ROOT_FOR_LANES();
-    ASSERT_TRUE(install_.ok()) << install_.error();
-    auto net = FakeInternet::Create();
-    ASSERT_TRUE(net.ok()) << net.status().ToString();
-    net_ = std::move(*net);
-    // IPv6 forwarding on in the worker host, so runs get IPv6 (codespace turns IPv4 on itself).
-    ASSERT_TRUE(net_->SetWorkerHostForwarding(true).ok());
-  }
   std::map<std::string, std::string> Env(std::map<std::string, std::string> more = {}) {
     more["CODESPACE_DNS_UPSTREAM"] = kDnsServerV4;
     return more;
@@ -63,9 +51,6 @@ class FilteredEgressTest : public ::testing::Test {
     return Run(args, env);
   }
   nlohmann::json Record() { return LatestRecord(install_); }
-
-  StagedInstall install_{0};
-  std::unique_ptr<FakeInternet> net_;
 };
 
 // --- reachable -------------------------------------------------------------------------------
