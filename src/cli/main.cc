@@ -276,12 +276,15 @@ struct Session {
   std::string probe_cache;
   bool probes_remembered = false;
 };
-Result<Session> StartSession(const std::string& state_dir, bool quiet) {
+enum class Probes { kRemembered, kFresh };
+Result<Session> StartSession(const std::string& state_dir, bool quiet,
+                             Probes probes = Probes::kRemembered) {
   Session s;
   RETURN_IF_ERROR(MakeDirs(state_dir, 0700));
   s.probe_cache = state_dir + "/host-probes";
-  s.facts =
-      ProbeHostRemembering(ProbeOptionsFromEnvironment(), s.probe_cache, &s.probes_remembered);
+  s.facts = probes == Probes::kFresh ? ProbeHost(ProbeOptionsFromEnvironment())
+                                     : ProbeHostRemembering(ProbeOptionsFromEnvironment(),
+                                                            s.probe_cache, &s.probes_remembered);
   if (!quiet) fmt::print(stderr, "{}\n", PostureLine(s.facts));
   std::string refusal = ConfinementRefusal(s.facts);
   if (!refusal.empty()) return FailedPreconditionError(refusal);
@@ -424,7 +427,8 @@ int CmdSubmit(const SpecFlags& flags, bool quiet, const std::string& state_dir) 
 }
 
 int CmdWorker(bool quiet, const std::string& state_dir) {
-  auto session = StartSession(state_dir, quiet);
+  // SPEC: the worker probes once, at its start — never from another command's memory.
+  auto session = StartSession(state_dir, quiet, Probes::kFresh);
   if (!session.ok()) {
     PrintError(session.status());
     return kExitCodespaceFailed;

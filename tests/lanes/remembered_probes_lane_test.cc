@@ -70,6 +70,23 @@ TEST_F(RememberedProbesLaneTest, StaleConfinementAbortsTheRunAndIsForgotten) {
   EXPECT_THAT(*fresh, Not(HasSubstr(broken)));
 }
 
+// The worker probes at its start (SPEC), whatever a one-shot command remembered: its posture
+// names the real bubblewrap, not a planted one.
+TEST_F(RememberedProbesLaneTest, TheWorkerProbesAfreshAtStart) {
+  CliResult first = Run({"/bin/true"});
+  ASSERT_EQ(first.code(), 0) << Describe(first);
+  auto text = ReadFileToString(Cache());
+  ASSERT_TRUE(text.ok());
+  const std::string planted = install_.root() + "/planted-bwrap";
+  std::string stale = std::regex_replace(*text, std::regex("\nbwrap_path [^\n]*\n"),
+                                         "\nbwrap_path " + planted + "\n");
+  ASSERT_TRUE(WriteFileAtomically(Cache(), stale, 0600).ok());
+  // `timeout` ends the worker (SIGTERM) once it has printed its posture and started serving.
+  CliResult worker = RunCodespace(install_, {"worker"}, {}, {"/usr/bin/timeout", "3"});
+  EXPECT_THAT(worker.output, HasSubstr("posture uid=0 confines=yes")) << Describe(worker);
+  EXPECT_THAT(worker.output, Not(HasSubstr(planted))) << Describe(worker);
+}
+
 TEST_F(RememberedProbesLaneTest, TurnedOffNothingIsRemembered) {
   std::vector<std::string> a = {"run",  "--workspace", install_.workspace(), "--egress",
                                 "none", "--",          "/bin/true"};
