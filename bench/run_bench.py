@@ -629,13 +629,10 @@ def timed_then_settled(ctx, argv):
 
 def until_torn_down(ctx, argv):
     """Seconds from spawn until the run's supervisor is gone too (it tears a filtered run's
-    network down after `codespace run` has returned): the newest run directory's lock is free."""
+    network down after `codespace run` has returned)."""
     t0 = time.perf_counter()
     run_timed(ctx, argv)
-    runs = os.path.join(ctx.state, "runs")
-    newest = max((os.path.join(runs, d) for d in os.listdir(runs)), key=os.path.getmtime)
-    with open(os.path.join(newest, "supervisor.lock")) as f:
-        fcntl.flock(f, fcntl.LOCK_SH)
+    wait_supervisors(ctx.state)
     return time.perf_counter() - t0
 
 
