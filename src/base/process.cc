@@ -1,5 +1,6 @@
 #include "base/process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <net/if.h>
 #include <poll.h>
@@ -17,6 +18,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -141,6 +143,62 @@ Status ChildProcess::Signal(int sig) {
   return OkStatus();
 }
 
+Status ChildProcess::KillWithChildren() {
+  if (pid_ <= 0 || reaped_) return OkStatus();
+  RETURN_IF_ERROR(Signal(SIGSTOP));
+  // Stopped (or gone): either way it forks no more. WNOWAIT leaves an exit for Wait().
+  siginfo_t info{};
+  for (;;) {
+    if (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &info, WSTOPPED | WEXITED | WNOWAIT) == 0) {
+      break;
+    }
+    if (errno != EINTR) return ErrnoError(fmt::format("waitid(pid {}, WSTOPPED)", pid_), errno);
+  }
+  // Its children cannot be reaped, nor their pids reused, while it is stopped and unreaped.
+  for (pid_t c : ChildrenOf(pid_)) ::kill(c, SIGKILL);
+  return Signal(SIGKILL);
+}
+
+std::vector<pid_t> ChildrenOf(pid_t pid) {
+  std::vector<pid_t> out;
+  const std::string task_dir = fmt::format("/proc/{}/task", pid);
+  bool have_children_files = false;
+  if (DIR* tasks = ::opendir(task_dir.c_str())) {
+    while (dirent* t = ::readdir(tasks)) {
+      if (t->d_name[0] == '.') continue;
+      auto text = ReadFileToString(task_dir + "/" + t->d_name + "/children");
+      if (!text.ok()) continue;
+      have_children_files = true;
+      const char* p = text->c_str();
+      char* end = nullptr;
+      for (long c = std::strtol(p, &end, 10); end != p; c = std::strtol(p, &end, 10)) {
+        out.push_back(static_cast<pid_t>(c));
+        p = end;
+      }
+    }
+    ::closedir(tasks);
+  }
+  if (have_children_files) return out;
+  return ChildrenOfFromStat(pid);
+}
+
+std::vector<pid_t> ChildrenOfFromStat(pid_t pid) {
+  std::vector<pid_t> out;
+  // Every process whose parent (field 4 of stat, after the name) is `pid`.
+  if (DIR* proc = ::opendir("/proc")) {
+    while (dirent* e = ::readdir(proc)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      auto stat = ReadFileToString(fmt::format("/proc/{}/stat", e->d_name));
+      if (!stat.ok()) continue;
+      size_t close = stat->rfind(')');
+      if (close == std::string::npos || close + 4 >= stat->size()) continue;
+      if (std::atoi(stat->c_str() + close + 4) == pid) out.push_back(std::atoi(e->d_name));
+    }
+    ::closedir(proc);
+  }
+  return out;
+}
+
 Result<ChildProcess> Spawn(const SpawnOptions& o) {
   if (o.argv.empty()) return InvalidArgumentError("Spawn: empty argv");
   // Everything the child needs is prepared before fork: after it only syscalls run.
@@ -176,7 +234,6 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
   if (pid < 0) return ErrnoError("fork", errno);
   if (pid == 0) {
     int efd = err_pipe.write.get();
-    if (o.parent_death_signal) ::prctl(PR_SET_PDEATHSIG, o.parent_death_signal);
     if (o.new_session && ::setsid() < 0) ChildFail(efd, 4);
     if (o.netns_fd >= 0 && ::setns(o.netns_fd, CLONE_NEWNET) != 0) ChildFail(efd, 7);
     if (!o.bind_files.empty()) {
@@ -255,6 +312,13 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
       ::syscall(SYS_close_range, next, ~0u, CLOSE_RANGE_CLOEXEC);
     }
     if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) ChildFail(efd, 2);
+    // exec keeps what is ignored: a caller's SIG_IGN (the supervisor ignores SIGPIPE) would
+    // otherwise reach the program, and `yes | head -1` would end in an error instead of quietly.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) {
+      if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);
+    }
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);

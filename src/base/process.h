@@ -53,7 +53,6 @@ struct SpawnOptions {
   std::vector<std::pair<std::string, std::string>> bind_files;
   // Empty every capability set (also for uid 0) and set no_new_privs, last before exec.
   bool drop_capabilities = false;
-  int parent_death_signal = 0;  // PR_SET_PDEATHSIG
 };
 
 class ChildProcess {
@@ -79,6 +78,11 @@ class ChildProcess {
   Result<std::optional<ExitStatus>> WaitFor(std::chrono::milliseconds timeout);
   // Signals the child unless it has been reaped already (then a no-op).
   Status Signal(int sig);
+  // SIGKILLs the child and every child of its own, stopping it first (SIGSTOP, waited for) so
+  // that it makes no new one meanwhile. For a parent whose child waits on a word from it that a
+  // SIGKILL to the parent alone would leave waiting forever (bubblewrap while it sets up).
+  // Does not reap; Wait() still does.
+  Status KillWithChildren();
 
  private:
   pid_t pid_ = -1;
@@ -98,6 +102,12 @@ struct CommandOutput {
 };
 Result<CommandOutput> RunCommand(const std::vector<std::string>& argv,
                                  std::optional<std::vector<std::string>> env = std::nullopt);
+
+// The pids of `pid`'s children: /proc/PID/task/*/children, or a scan of /proc where the
+// kernel lacks that file (CONFIG_PROC_CHILDREN).
+std::vector<pid_t> ChildrenOf(pid_t pid);
+// The same from every process's /proc/PID/stat (the fallback; slower).
+std::vector<pid_t> ChildrenOfFromStat(pid_t pid);
 
 // The current environment as KEY=VALUE strings.
 std::vector<std::string> CurrentEnvironment();

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <cerrno>
@@ -114,6 +116,66 @@ TEST(ProcessTest, DestructorKillsAndReapsAnUnwaitedChild) {
   // Reaped by the destructor: the pid is no longer our child.
   EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), -1);
   EXPECT_EQ(errno, ECHILD);
+}
+
+// exec keeps ignored dispositions; the caller's must not reach the program (the supervisor
+// ignores SIGPIPE, and a sandboxed `yes | head -1` must end quietly, as anywhere else).
+TEST(ProcessTest, SignalsTheCallerIgnoresAreDefaultInTheChild) {
+  struct sigaction ign {}, old_pipe {}, old_hup {};
+  ign.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGPIPE, &ign, &old_pipe), 0);
+  ASSERT_EQ(::sigaction(SIGHUP, &ign, &old_hup), 0);
+  auto r = RunCommand({"/bin/grep", "SigIgn", "/proc/self/status"});
+  ::sigaction(SIGPIPE, &old_pipe, nullptr);
+  ::sigaction(SIGHUP, &old_hup, nullptr);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->output, "SigIgn:\t0000000000000000\n");
+}
+
+TEST(ProcessTest, ChildrenOfListsTheChildrenBothWays) {
+  SpawnOptions o;
+  o.argv = {"/bin/sleep", "30"};
+  auto a = Spawn(o);
+  auto b = Spawn(o);
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  for (auto kids : {ChildrenOf(::getpid()), ChildrenOfFromStat(::getpid())}) {
+    EXPECT_THAT(kids, ::testing::IsSupersetOf({a->pid(), b->pid()}));
+  }
+  EXPECT_THAT(ChildrenOf(a->pid()), ::testing::IsEmpty());
+  EXPECT_THAT(ChildrenOfFromStat(a->pid()), ::testing::IsEmpty());
+}
+
+// The shape of bubblewrap while it sets up: a parent whose child waits on it. Killing the parent
+// alone would orphan the child; KillWithChildren kills both.
+TEST(ProcessTest, KillWithChildrenKillsTheChildItsParentWaitsOn) {
+  SpawnOptions o;
+  o.argv = {"/bin/sh", "-c", "/bin/sleep 300 & wait"};
+  auto parent = Spawn(o);
+  ASSERT_OK(parent);
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 500 && kids.empty(); ++i) {
+    kids = ChildrenOf(parent->pid());
+    if (kids.empty()) ::usleep(10000);
+  }
+  ASSERT_EQ(kids.size(), 1u);
+  UniqueFd grandchild(static_cast<int>(::syscall(SYS_pidfd_open, kids[0], 0)));
+  ASSERT_TRUE(grandchild);
+  ASSERT_OK(parent->KillWithChildren());
+  EXPECT_EQ(*parent->Wait(), ExitStatus::Killed(SIGKILL));
+  pollfd gone{grandchild.get(), POLLIN, 0};
+  EXPECT_EQ(::poll(&gone, 1, 10000), 1) << "the child outlived its parent";
+}
+
+TEST(ProcessTest, KillWithChildrenOfAnExitedChildIsFine) {
+  SpawnOptions o;
+  o.argv = {"/bin/true"};
+  auto child = Spawn(o);
+  ASSERT_OK(child);
+  pollfd p{child->pidfd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10000), 1);
+  EXPECT_OK(child->KillWithChildren());
+  EXPECT_EQ(*child->Wait(), ExitStatus::Exited(0));
 }
 
 }  // namespace

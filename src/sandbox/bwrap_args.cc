@@ -68,10 +68,6 @@ std::vector<std::string> BuildBwrapArgv(const BwrapLayout& l) {
   }
   a.push_back("--cap-drop");
   a.push_back("ALL");
-  if (l.info_fd >= 0) {
-    a.push_back("--info-fd");
-    a.push_back(std::to_string(l.info_fd));
-  }
   a.push_back("--");
   for (const auto& c : l.command) a.push_back(c);
   return a;

@@ -22,7 +22,6 @@ struct BwrapLayout {
   // read-only root.
   std::vector<std::string> hidden_dirs;
   std::vector<std::string> env;  // KEY=VALUE: the whole environment inside
-  int info_fd = -1;              // bubblewrap writes {"child-pid": N, ...} here (-1: none)
   // codespace-init on the host, bound read-only at kSandboxInitPath: inside the sandbox's own
   // /dev, which no workspace can cover (admission refuses a workspace under /dev), so the bind
   // creates nothing in a host directory. The host path itself may sit in /tmp or a hidden dir,
@@ -35,14 +34,16 @@ struct BwrapLayout {
 //      --unshare-cgroup-try [--unshare-net] --die-with-parent --new-session
 //      --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --tmpfs /var/tmp
 //      [--ro-bind init /dev/.codespace-init] [--bind ws ws --chdir ws] [--tmpfs hidden --remount-ro hidden]...
-//      --clearenv --setenv K V... --cap-drop ALL [--info-fd N] -- cmd
+//      --clearenv --setenv K V... --cap-drop ALL -- cmd
 //
 // Why each: own user namespace so that even a root worker's run holds no capability that counts
 // outside it, and --disable-userns so it cannot make a nested one to regain some; --cap-drop ALL
 // empties effective, permitted, inheritable, ambient and bounding sets (also for uid 0); own pid
 // namespace so it neither sees nor signals the host's processes and dies whole when its init is
 // killed; --new-session so it cannot push keystrokes into the caller's terminal (TIOCSTI);
-// --die-with-parent so a dead launcher leaves no sandbox behind.
+// --die-with-parent so a dead launcher leaves no sandbox behind. No --info-fd: bubblewrap dies
+// on a write there whose reader is gone, before it lets its child go on, and that child would
+// then wait forever (the launcher finds the sandbox's init as bubblewrap's child instead).
 std::vector<std::string> BuildBwrapArgv(const BwrapLayout& layout);
 
 // The trial sandbox that decides `confines`: the same confinement as a severed run (own user and

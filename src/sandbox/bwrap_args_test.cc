@@ -19,7 +19,6 @@ BwrapLayout Layout(bool share) {
   l.workspace = "/work/ws";
   l.hidden_dirs = {"/var/lib/codespace"};
   l.env = {"A=1", "B=x=y"};
-  l.info_fd = 4;
   l.init_path = "/opt/cs/codespace-init";
   l.command = {"/dev/.codespace-init", "3", "sh", "-c", "echo hi"};
   return l;
@@ -36,7 +35,7 @@ TEST(BwrapArgsTest, SeveredArgvExactly) {
                   "/opt/cs/codespace-init", "/dev/.codespace-init", "--bind", "/work/ws",
                   "/work/ws", "--chdir", "/work/ws", "--tmpfs", "/var/lib/codespace",
                   "--remount-ro", "/var/lib/codespace", "--clearenv", "--setenv", "A", "1", "--setenv", "B", "x=y",
-                  "--cap-drop", "ALL", "--info-fd", "4", "--", "/dev/.codespace-init", "3", "sh",
+                  "--cap-drop", "ALL", "--", "/dev/.codespace-init", "3", "sh",
                   "-c", "echo hi"));
 }
 

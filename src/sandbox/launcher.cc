@@ -54,7 +54,6 @@ using Clock = std::chrono::steady_clock;
 
 // The fds a sandboxed command's init inherits, by number inside the sandbox.
 constexpr int kStatusFd = 3;
-constexpr int kInfoFd = 4;
 constexpr size_t kChunk = 64 * 1024;
 // How much one stream may move before the wait loop looks at everything else again.
 constexpr size_t kPumpBudget = 4 * 1024 * 1024;
@@ -112,16 +111,6 @@ struct Stream {
   }
 };
 
-// The pids of `pid`'s children, from /proc (a process of the sandbox's pid namespace: the
-// namespace keeps them from being reused while its init lives).
-std::vector<pid_t> ChildrenOf(pid_t pid) {
-  std::vector<pid_t> out;
-  std::ifstream in(fmt::format("/proc/{0}/task/{0}/children", pid));
-  pid_t c;
-  while (in >> c) out.push_back(c);
-  return out;
-}
-
 class Launch {
  public:
   Launch(const LaunchRequest& r, FilteredEgressNetns* net) : r_(r), net_(net), buf_(kChunk) {}
@@ -131,8 +120,7 @@ class Launch {
     auto out = MakePipe();
     auto err = MakePipe();
     auto status = MakePipe();
-    auto info = MakePipe();
-    for (auto* p : {&out, &err, &status, &info}) {
+    for (auto* p : {&out, &err, &status}) {
       if (!p->ok()) return RunOutcome::Aborted("sandbox setup failed: " + p->status().message());
     }
     std::vector<std::string> command = {confined ? std::string(kSandboxInitPath) : r_.init_path,
@@ -162,15 +150,15 @@ class Launch {
       l.workspace = r_.spec.workspace;
       l.hidden_dirs = r_.hidden_dirs;
       l.env = SandboxEnvironment(r_.spec.env);
-      l.info_fd = kInfoFd;
       l.init_path = r_.init_path;
       l.command = command;
       o.argv = BuildBwrapArgv(l);
       o.env = std::vector<std::string>{};  // bubblewrap needs none; the run's is in --setenv
-      // --die-with-parent covers the sandbox once it runs, not bubblewrap itself while it sets
-      // up: a supervisor killed then would leave bubblewrap waiting forever on its own child.
-      o.parent_death_signal = SIGKILL;
-      o.fds.push_back({info->write.get(), kInfoFd});
+      // Nothing here may kill bubblewrap while it sets up (no PR_SET_PDEATHSIG, no --info-fd
+      // pipe to die on): its child waits on an eventfd for bubblewrap's word and, were
+      // bubblewrap killed before giving it, would wait forever. A supervisor that dies then
+      // leaves bubblewrap to finish; codespace-init's "started" then finds no reader and the
+      // command never runs. From then on --die-with-parent ties the sandbox to the supervisor.
     } else {
       o.argv = command;
       o.env = SandboxEnvironment(r_.spec.env);
@@ -198,7 +186,6 @@ class Launch {
     out->write.reset();
     err->write.reset();
     status->write.reset();
-    info->write.reset();
     if (!child.ok()) {
       std::string m = child.status().message();
       if (net_) return RunOutcome::Aborted("Filtered-egress netns setup failed: enter namespace: " + m);
@@ -211,8 +198,7 @@ class Launch {
     out_ = {std::move(out->read), r_.stdout_sink, "stdout", {}};
     err_ = {std::move(err->read), r_.stderr_sink, "stderr", {}};
     status_fd_ = std::move(status->read);
-    if (confined) info_fd_ = std::move(info->read);
-    for (int fd : {out_.fd.get(), err_.fd.get(), status_fd_.get(), info_fd_.get()}) {
+    for (int fd : {out_.fd.get(), err_.fd.get(), status_fd_.get()}) {
       if (fd >= 0) ::fcntl(fd, F_SETFL, O_NONBLOCK);
     }
     // A command that prints fast then blocks on a full pipe a sixteenth as often, and each of
@@ -249,22 +235,20 @@ class Launch {
         KillChildren(-1);
         timeout_ms = 100;
       }
-      pollfd fds[6] = {
+      pollfd fds[5] = {
           {child_exited_ ? -1 : child_.pidfd(), POLLIN, 0},
           {status_fd_.get(), POLLIN, 0},
-          {info_fd_.get(), POLLIN, 0},
           {out_.fd.get(), POLLIN, 0},
           {err_.fd.get(), POLLIN, 0},
           {stopping_ ? -1 : r_.cancel_fd, POLLIN, 0},
       };
-      int rc = ::poll(fds, 6, timeout_ms);
+      int rc = ::poll(fds, 5, timeout_ms);
       if (rc < 0 && errno != EINTR) break;
-      if (fds[3].revents) out_.Pump(buf_);
-      if (fds[4].revents) err_.Pump(buf_);
+      if (fds[2].revents) out_.Pump(buf_);
+      if (fds[3].revents) err_.Pump(buf_);
       if (fds[1].revents) ReadStatus(mount_lock);
-      if (fds[2].revents) ReadInfo();
       now = Clock::now();
-      if (!stopping_ && fds[5].revents) BeginStop(RunOutcome::Kind::kCancelled);
+      if (!stopping_ && fds[4].revents) BeginStop(RunOutcome::Kind::kCancelled);
       if (!stopping_ && run_deadline && now >= *run_deadline) BeginStop(RunOutcome::Kind::kTimedOut);
       if (stopping_ && !killed_all_ && (now >= stop_deadline_ || main_)) KillAll();
       if (main_ && !killed_all_) {
@@ -307,6 +291,7 @@ class Launch {
       if (line == "started") {
         started_ = true;
         if (mount_lock) mount_lock->Release();
+        if (r_.decision.confined) FindSandboxInit();
         if (r_.on_started && sandbox_pid_ > 0) r_.on_started(sandbox_pid_);
         continue;
       }
@@ -317,22 +302,18 @@ class Launch {
     }
   }
 
-  void ReadInfo() {
-    char b[512];
-    ssize_t n = ::read(info_fd_.get(), b, sizeof(b));
-    if (n <= 0) {
-      if (n == 0 || errno != EINTR) info_fd_.reset();
-      return;
-    }
-    info_.append(b, static_cast<size_t>(n));
-    size_t at = info_.find("\"child-pid\":");
-    if (at == std::string::npos || ns_init_pidfd_ || info_.find('}') == std::string::npos) return;
-    int pid = std::atoi(info_.c_str() + at + 12);
-    if (pid <= 0) return;
+  // The sandbox's pid-namespace init: bubblewrap's one child. It cannot be reaped (its pid
+  // reused) between the two looks, bubblewrap being our child and alive; the second look
+  // confirms the pidfd opened between them is that process.
+  void FindSandboxInit() {
+    if (child_exited_) return;
+    auto kids = ChildrenOf(child_.pid());
+    if (kids.size() != 1) return;
+    UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, kids[0], 0)));
+    if (!pidfd || ChildrenOf(child_.pid()) != kids) return;
     // The pidfd pins the process: the timeout and cancel signal it, never a reused pid.
-    ns_init_pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-    sandbox_pid_ = pid;
-    if (started_ && r_.on_started) r_.on_started(sandbox_pid_);
+    ns_init_pidfd_ = std::move(pidfd);
+    sandbox_pid_ = kids[0];
   }
 
   void BeginStop(RunOutcome::Kind why) {
@@ -360,7 +341,12 @@ class Launch {
         while (::poll(&gone, 1, 10000) < 0 && errno == EINTR) {
         }
       }
-      child_.Signal(SIGKILL).IgnoreError();  // --die-with-parent takes anything left with it
+      if (ns_init_pidfd_) {
+        child_.Signal(SIGKILL).IgnoreError();  // --die-with-parent takes anything left with it
+      } else {
+        // Still setting up: its child may be waiting on bubblewrap's word (see Run()).
+        child_.KillWithChildren().IgnoreError();
+      }
     } else {
       // codespace-init first, reaped, so that its descendants are reparented here (this process
       // is a subreaper); then all of them, generation by generation.
@@ -409,8 +395,8 @@ class Launch {
   std::vector<char> buf_;
   ChildProcess child_;
   Stream out_, err_;
-  UniqueFd status_fd_, info_fd_, ns_init_pidfd_;
-  std::string status_text_, info_;
+  UniqueFd status_fd_, ns_init_pidfd_;
+  std::string status_text_;
   pid_t sandbox_pid_ = -1;
   bool started_ = false;
   std::optional<RunOutcome> main_;

@@ -104,10 +104,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "codespace-init: status fd %d: %s\n", status_fd, strerror(errno));
     return 125;
   }
-  {
-    ssize_t ignored = write(status_fd, "started\n", 8);
-    (void)ignored;
-  }
+  // No reader (EPIPE, or SIGPIPE ends this process): the supervisor died while the sandbox was
+  // being set up. The command must not run with nobody to bound it, record it or stop it.
+  if (write(status_fd, "started\n", 8) != 8) return 125;
   // Orphaned descendants are reparented here (not to bubblewrap's init, nor, unconfined, to the
   // host's), so that this process sees them and the run ends only when they have.
   prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
