@@ -114,6 +114,12 @@ struct Stream {
 class Launch {
  public:
   Launch(const LaunchRequest& r, FilteredEgressNetns* net) : r_(r), net_(net), buf_(kChunk) {}
+  // Left early with bubblewrap unreaped (a failed poll): not by SIGKILL alone, see Run().
+  ~Launch() {
+    if (child_.running()) child_.KillWithChildren().IgnoreError();
+  }
+  Launch(const Launch&) = delete;
+  Launch& operator=(const Launch&) = delete;
 
   RunOutcome Run() {
     const bool confined = r_.decision.confined;
