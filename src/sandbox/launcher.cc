@@ -230,6 +230,10 @@ class Launch {
       if (!stopping_) earliest(run_deadline);
       if (stopping_ && !killed_all_) earliest(stop_deadline_);
       if (main_ && !killed_all_) earliest(drain_deadline_);
+      // Everything of the sandbox is dead; a writer still open is outside it (handed the pipe, or
+      // a process that escaped the kill) and may never close: give it a grace, then stop reading.
+      if (killed_all_ && child_exited_ && !abandon_at_) abandon_at_ = now + r_.drain_grace;
+      earliest(abandon_at_);
       int timeout_ms = -1;
       if (wake) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - now).count();
@@ -272,9 +276,23 @@ class Launch {
         if (!main_) drain_deadline_ = Clock::now() + r_.drain_grace;
       }
       if (child_exited_ && !killed_all_ && !main_ && Clock::now() >= drain_deadline_) KillAll();
+      if (abandon_at_ && Clock::now() >= *abandon_at_) AbandonOutput();
     }
     // Status lines written just before the end.
     ReadStatus(mount_lock);
+  }
+
+  void AbandonOutput() {
+    for (Stream* s : {&out_, &err_}) {
+      if (!s->open()) continue;
+      s->fd.reset();
+      if (s->error.ok()) {
+        s->error = FailedPreconditionError(fmt::format(
+            "the run's {} was still held open {} ms after the sandbox was gone (by a process "
+            "outside it); its log ends there",
+            s->name, r_.drain_grace.count()));
+      }
+    }
   }
 
   void ReadStatus(std::optional<NetnsMountLock>& mount_lock) {
@@ -412,6 +430,7 @@ class Launch {
   RunOutcome::Kind stop_kind_ = RunOutcome::Kind::kCancelled;
   Clock::time_point stop_deadline_, drain_deadline_;
   bool killed_all_ = false;
+  std::optional<Clock::time_point> abandon_at_;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdio>
 #include <set>
 #include <thread>
@@ -290,6 +291,57 @@ TEST_F(RootLaneTest, RunStoppedDuringSandboxSetupKillsBubblewrapAndItsChild) {
   }
   EXPECT_THAT(ProcessesMatching(m), ::testing::IsEmpty()) << "bubblewrap's child outlived it";
   for (pid_t p : ProcessesMatching(m)) ::kill(p, SIGKILL);
+}
+
+// A process outside the sandbox that holds the run's stdout (handed over a unix socket) never
+// closes it. The run still ends, a drain grace after its sandbox is gone, and the record says
+// the log was cut there.
+TEST_F(RootLaneTest, OutputHeldOpenOutsideTheSandboxEndsTheRunAfterTheGrace) {
+  MarkerProcess unique;
+  const std::string m = unique.marker() + "5";
+  const std::string sock = install_.workspace() + "/hold.sock";
+  SpawnOptions ho;
+  ho.argv = {"/usr/bin/python3", "-c",
+             "import socket, sys, time\n"
+             "s = socket.socket(socket.AF_UNIX)\n"
+             "s.bind(sys.argv[1]); s.listen(1)\n"
+             "print('ready', flush=True)\n"
+             "c, _ = s.accept()\n"
+             "msg, fds, _, _ = socket.recv_fds(c, 16, 4)\n"
+             "time.sleep(600)\n",
+             sock, m};
+  auto ready = MakePipe();
+  ASSERT_TRUE(ready.ok());
+  ho.fds = {{ready->write.get(), 1}};
+  auto holder = Spawn(ho);
+  ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+  ready->write.reset();
+  char b[8] = {};
+  ASSERT_GT(::read(ready->read.get(), b, sizeof(b)), 0) << "the holder did not start";
+
+  std::atomic<bool> done{false};
+  CliResult r;
+  std::thread cli([&] {
+    r = RunCodespace(install_,
+                     {"run", "--workspace", install_.workspace(), "--egress", "none", "--",
+                      "/usr/bin/python3", "-c",
+                      "import socket\n"
+                      "s = socket.socket(socket.AF_UNIX)\n"
+                      "s.connect('hold.sock')\n"
+                      "socket.send_fds(s, [b'x'], [1])\n"
+                      "print('handed over', flush=True)\n"},
+                     {{"CODESPACE_DRAIN_GRACE_MS", "300"}});
+    done = true;
+  });
+  for (int i = 0; i < 1500 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(done) << "the run did not end while its stdout was held open outside";
+  holder->Signal(SIGKILL).IgnoreError();  // lets a run that waits on it end
+  cli.join();
+  EXPECT_EQ(r.code(), 0) << Describe(r);
+  EXPECT_THAT(r.output, HasSubstr("handed over"));
+  auto rec = LatestRecord(install_);
+  EXPECT_EQ(rec["state"], "exited") << rec.dump();
+  EXPECT_THAT(rec["reason"].get<std::string>(), HasSubstr("stdout was still held open")) << rec.dump();
 }
 
 }  // namespace
