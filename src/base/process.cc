@@ -18,6 +18,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -142,6 +143,22 @@ Status ChildProcess::Signal(int sig) {
   }
   return OkStatus();
 }
+
+namespace {
+
+// The kernel's struct sigaction for rt_sigaction(2) (x86-64, arm64: handler, flags, restorer,
+// a 64-bit mask), not glibc's.
+struct KernelSigaction {
+  void (*handler)(int);
+  unsigned long flags;
+  void (*restorer)();
+  uint64_t mask;
+};
+#if !defined(__x86_64__) && !defined(__aarch64__)
+#error "KernelSigaction: check struct sigaction's layout for this architecture"
+#endif
+
+}  // namespace
 
 Status ChildProcess::KillWithChildren() {
   if (pid_ <= 0 || reaped_) return OkStatus();
@@ -314,10 +331,14 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
     if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) ChildFail(efd, 2);
     // exec keeps what is ignored: a caller's SIG_IGN (the supervisor ignores SIGPIPE) would
     // otherwise reach the program, and `yes | head -1` would end in an error instead of quietly.
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
+    // The raw call, because glibc's sigaction() refuses its own two real-time signals (32, 33),
+    // which whoever started us may have ignored too.
+    KernelSigaction dfl{};
+    dfl.handler = SIG_DFL;
     for (int sig = 1; sig < NSIG; ++sig) {
-      if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);
+      if (sig != SIGKILL && sig != SIGSTOP) {
+        ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof(dfl.mask));
+      }
     }
     sigset_t none;
     sigemptyset(&none);
