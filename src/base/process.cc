@@ -247,10 +247,15 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
   ASSIGN_OR_RETURN(Pipe err_pipe, MakePipe());
   ASSIGN_OR_RETURN(UniqueFd devnull, OpenFile("/dev/null", O_RDWR));
 
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoError("fork", errno);
   if (pid == 0) {
     int efd = err_pipe.write.get();
+    if (o.parent_death_signal) {
+      ::prctl(PR_SET_PDEATHSIG, o.parent_death_signal);
+      if (::getppid() != parent) ::_exit(127);  // died before the prctl: nobody will signal
+    }
     if (o.new_session && ::setsid() < 0) ChildFail(efd, 4);
     if (o.netns_fd >= 0 && ::setns(o.netns_fd, CLONE_NEWNET) != 0) ChildFail(efd, 7);
     if (!o.bind_files.empty()) {

@@ -53,6 +53,9 @@ struct SpawnOptions {
   std::vector<std::pair<std::string, std::string>> bind_files;
   // Empty every capability set (also for uid 0) and set no_new_privs, last before exec.
   bool drop_capabilities = false;
+  // PR_SET_PDEATHSIG: the signal the child gets when this thread exits (0: none). Not for
+  // bubblewrap: see launcher.cc.
+  int parent_death_signal = 0;
 };
 
 class ChildProcess {

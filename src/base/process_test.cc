@@ -185,5 +185,36 @@ TEST(ProcessTest, KillWithChildrenOfAnExitedChildIsFine) {
   EXPECT_EQ(*child->Wait(), ExitStatus::Exited(0));
 }
 
+TEST(ProcessTest, ParentDeathSignalKillsTheChildWhenItsParentDies) {
+  auto pipe = MakePipe();
+  ASSERT_OK(pipe);
+  pid_t middle = ::fork();
+  ASSERT_GE(middle, 0);
+  if (middle == 0) {
+    SpawnOptions o;
+    o.argv = {"/bin/sleep", "300"};
+    o.parent_death_signal = SIGKILL;
+    auto child = Spawn(o);
+    pid_t pid = child.ok() ? child->pid() : -1;
+    ssize_t ignored = ::write(pipe->write.get(), &pid, sizeof(pid));
+    (void)ignored;
+    ::_exit(0);  // no destructors: the child is left to its death signal
+  }
+  pipe->write.reset();
+  pid_t pid = -1;
+  ASSERT_EQ(::read(pipe->read.get(), &pid, sizeof(pid)), static_cast<ssize_t>(sizeof(pid)));
+  ASSERT_GT(pid, 0);
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  const int open_errno = errno;
+  ::waitpid(middle, nullptr, 0);
+  if (!pidfd) {
+    EXPECT_EQ(open_errno, ESRCH);  // already dead and reaped
+    return;
+  }
+  pollfd gone{pidfd.get(), POLLIN, 0};
+  EXPECT_EQ(::poll(&gone, 1, 10000), 1) << "the child outlived its parent";
+  ::kill(pid, SIGKILL);
+}
+
 }  // namespace
 }  // namespace codespace

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -232,7 +233,10 @@ class Launch {
       if (main_ && !killed_all_) earliest(drain_deadline_);
       // Everything of the sandbox is dead; a writer still open is outside it (handed the pipe, or
       // a process that escaped the kill) and may never close: give it a grace, then stop reading.
-      if (killed_all_ && child_exited_ && !abandon_at_) abandon_at_ = now + r_.drain_grace;
+      if (killed_all_ && child_exited_ && !abandon_at_) {
+        abandon_at_ = now + r_.drain_grace;
+        abandon_hard_ = *abandon_at_ + r_.drain_grace;
+      }
       earliest(abandon_at_);
       int timeout_ms = -1;
       if (wake) {
@@ -276,15 +280,23 @@ class Launch {
         if (!main_) drain_deadline_ = Clock::now() + r_.drain_grace;
       }
       if (child_exited_ && !killed_all_ && !main_ && Clock::now() >= drain_deadline_) KillAll();
-      if (abandon_at_ && Clock::now() >= *abandon_at_) AbandonOutput();
+      if (abandon_at_ && Clock::now() >= *abandon_at_) AbandonOutput(Clock::now());
     }
     // Status lines written just before the end.
     ReadStatus(mount_lock);
   }
 
-  void AbandonOutput() {
+  void AbandonOutput(Clock::time_point now) {
+    bool pending = false;
     for (Stream* s : {&out_, &err_}) {
       if (!s->open()) continue;
+      // Bytes already in the pipe are the run's (a slow disk may still be taking them); only a
+      // pipe that is empty yet held open is cut, or one still written to at twice the grace.
+      int queued = 0;
+      if (now < abandon_hard_ && ::ioctl(s->fd.get(), FIONREAD, &queued) == 0 && queued > 0) {
+        pending = true;
+        continue;
+      }
       s->fd.reset();
       if (s->error.ok()) {
         s->error = FailedPreconditionError(fmt::format(
@@ -293,6 +305,7 @@ class Launch {
             s->name, r_.drain_grace.count()));
       }
     }
+    if (pending) abandon_at_ = now + std::chrono::milliseconds(50);
   }
 
   void ReadStatus(std::optional<NetnsMountLock>& mount_lock) {
@@ -431,6 +444,7 @@ class Launch {
   Clock::time_point stop_deadline_, drain_deadline_;
   bool killed_all_ = false;
   std::optional<Clock::time_point> abandon_at_;
+  Clock::time_point abandon_hard_;
 };
 
 }  // namespace
