@@ -788,9 +788,12 @@ def item5_concurrency(ctx, cleanup):
                 res, total = burst(ctx, [ctx.bwrap_severed] * k)
                 lat_bw += [x[1] for x in res]
                 wall_bw.append(total)
-    recs = json.loads(sh(ctx.cs("runs", "--json", "--limit", str(k)), env=ctx.env).stdout)
-    if any(x["network"] != "filtered" or x["state"] != "exited" for x in recs):
-        raise BenchError("a concurrent filtered run was not filtered, or did not exit 0")
+    recs = json.loads(sh(ctx.cs("runs", "--json", "--limit", str(k * rounds)), env=ctx.env).stdout)
+    if any(x["network"] != "filtered" or x["state"] != "exited" or x.get("reason") for x in recs):
+        raise BenchError("a concurrent filtered run was not filtered, did not exit 0, or has a "
+                         "reason: " + next(x.get("reason") or x["state"] for x in recs
+                                           if x["network"] != "filtered" or x["state"] != "exited"
+                                           or x.get("reason")))
     sup = [json.load(open(os.path.join(ctx.state, "runs", x["id"], "status.json")))
            .get("supervisor_peak_rss_kb") for x in recs]
     ctx.raw.update({"5_run_latency_s": lat_cs, "5_bwrap_latency_s": lat_bw,
