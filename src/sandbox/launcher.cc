@@ -160,7 +160,10 @@ class Launch {
       l.init_path = r_.init_path;
       l.command = command;
       o.argv = BuildBwrapArgv(l);
-      o.env = std::vector<std::string>{};  // bubblewrap needs none; the run's is in --setenv
+      // bubblewrap needs no environment (the run's is in --setenv). This one names the run, for
+      // KillStrayBubblewraps: the command never sees it (--clearenv), bubblewrap's child holds it
+      // until it execs codespace-init.
+      o.env = std::vector<std::string>{std::string(kBwrapRunEnv) + "=" + r_.run_id};
       // Nothing here may kill bubblewrap while it sets up (no PR_SET_PDEATHSIG, no --info-fd
       // pipe to die on): its child waits on an eventfd for bubblewrap's word and, were
       // bubblewrap killed before giving it, would wait forever. A supervisor that dies then
@@ -328,7 +331,7 @@ class Launch {
       if (line == "started") {
         started_ = true;
         if (mount_lock) mount_lock->Release();
-        if (r_.decision.confined) FindSandboxInit();
+        if (r_.decision.confined) LocateNamespaceInit();
         if (r_.on_started && sandbox_pid_ > 0) r_.on_started(sandbox_pid_);
         continue;
       }
@@ -342,7 +345,7 @@ class Launch {
   // The sandbox's pid-namespace init: bubblewrap's one child. It cannot be reaped (its pid
   // reused) between the two looks, bubblewrap being our child and alive; the second look
   // confirms the pidfd opened between them is that process.
-  void FindSandboxInit() {
+  void LocateNamespaceInit() {
     if (child_exited_) return;
     auto kids = ChildrenOf(child_.pid());
     if (kids.size() != 1) return;
@@ -448,6 +451,31 @@ class Launch {
 };
 
 }  // namespace
+
+void KillStrayBubblewraps(std::string_view run_id) {
+  if (run_id.empty()) return;
+  const std::string entry = std::string(kBwrapRunEnv) + "=" + std::string(run_id);
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return;
+  while (dirent* e = ::readdir(proc)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    auto environ = ReadFileToString(fmt::format("/proc/{}/environ", e->d_name));
+    if (!environ.ok()) continue;
+    // Whole entries only: NUL-separated, so neither a prefix nor a value can match part of one.
+    std::string_view env = *environ;
+    size_t at = 0;
+    while (at < env.size()) {
+      size_t end = env.find('\0', at);
+      if (end == std::string_view::npos) end = env.size();
+      if (env.substr(at, end - at) == entry) {
+        ::kill(std::atoi(e->d_name), SIGKILL);
+        break;
+      }
+      at = end + 1;
+    }
+  }
+  ::closedir(proc);
+}
 
 void KillChildren(pid_t spare) {
   const pid_t self = ::getpid();

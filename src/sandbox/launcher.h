@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "net/address_pool.h"
@@ -80,6 +81,15 @@ RunOutcome LaunchAndWait(const LaunchRequest& request);
 // Where codespace-init is: CODESPACE_INIT_PATH, else beside the running binary, else
 // ../libexec/codespace/ relative to it.
 std::string FindSandboxInit();
+
+// bubblewrap's own environment (never the command's) names the run it sandboxes.
+inline constexpr const char kBwrapRunEnv[] = "CODESPACE_BWRAP_OF_RUN";
+
+// Kills, with SIGKILL, every process whose environment names `run_id` in kBwrapRunEnv. A
+// supervisor killed in the microseconds between bubblewrap arming --die-with-parent and telling
+// its child to go on leaves that child waiting forever on bubblewrap's word, in new namespaces
+// and reparented away: nothing else leads to it. Whoever records the run lost calls this.
+void KillStrayBubblewraps(std::string_view run_id);
 
 // Kills, with SIGKILL, every process whose parent is this process (repeatedly, as killing one
 // reparents its children here when this process is a subreaper), except `spare`. Unconfined

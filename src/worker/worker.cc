@@ -14,6 +14,7 @@
 
 #include "base/file_util.h"
 #include "net/filtered_netns.h"
+#include "sandbox/launcher.h"
 #include "worker/local_runner.h"
 #include "worker/namespace_sweep.h"
 
@@ -46,8 +47,10 @@ bool WithLivePidfd(const ProcessIdentity& id, const std::function<void(int pidfd
 }
 
 // Kills what a dead supervisor left of its sandbox: the process whose death ends it (the pid
-// namespace's init when confined; codespace-init, a session leader, when not — its group too).
-void KillSandboxLeftovers(const RunDir& dir) {
+// namespace's init when confined; codespace-init, a session leader, when not — its group too),
+// and a bubblewrap child stranded before the sandbox ran (see KillStrayBubblewraps).
+void KillSandboxLeftovers(const RunDir& dir, const std::string& run_id) {
+  KillStrayBubblewraps(run_id);
   auto id = ReadIdentity(dir.sandbox_path());
   if (!id.ok()) return;
   WithLivePidfd(*id, [&](int pidfd) {
@@ -124,7 +127,7 @@ Result<RunCheck> CheckRun(RunStore& store, const WorkerConfig& c, const HostFact
   if (auto now = store.Get(running.id); now.ok() && now->state != RunState::kRunning) {
     return RunCheck::kRecorded;
   }
-  KillSandboxLeftovers(dir);
+  KillSandboxLeftovers(dir, running.id);
   std::string torn;
   if (!r.namespace_name.empty() && facts.tools()) {
     Status s = FilteredEgressNetns::TearDownNamespaceByName(r.namespace_name);

@@ -293,6 +293,70 @@ TEST_F(RootLaneTest, RunStoppedDuringSandboxSetupKillsBubblewrapAndItsChild) {
   for (pid_t p : ProcessesMatching(m)) ::kill(p, SIGKILL);
 }
 
+// A supervisor SIGKILLed in bubblewrap's last microseconds of setup (--die-with-parent armed,
+// its child not yet told to go on) strands that child: it waits forever for bubblewrap's word,
+// reparented away. Whoever records the run lost finds it by the run id in its environment and
+// kills it. A stand-in runs the real bubblewrap with --userns-block-fd on a FIFO nobody writes,
+// which holds it exactly there (bubblewrap refuses that with --disable-userns; it is dropped).
+TEST_F(RootLaneTest, BubblewrapChildStrandedByADeadSupervisorIsKilledWhenTheRunIsLost) {
+  CliResult first = Run({}, {"/bin/true"});
+  ASSERT_EQ(first.code(), 0) << Describe(first);
+  const std::string cache = install_.state_dir() + "/host-probes";
+  auto text = ReadFileToString(cache);
+  ASSERT_TRUE(text.ok());
+  MarkerProcess unique;
+  const std::string m = unique.marker() + "6";
+  const std::string fifo = install_.root() + "/never-written";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string held = install_.root() + "/held-bwrap";
+  ASSERT_TRUE(WriteFileAtomically(
+                  held,
+                  fmt::format("#!/bin/sh\n"
+                              "exec 8>/dev/null 9<>{}\n"
+                              "for a do shift; [ \"$a\" = --disable-userns ] || set -- \"$@\" \"$a\"; done\n"
+                              "exec /usr/bin/bwrap --info-fd 8 --userns-block-fd 9 \"$@\"\n",
+                              fifo),
+                  0755)
+                  .ok());
+  size_t at = text->find("\nbwrap_path ");
+  ASSERT_NE(at, std::string::npos);
+  size_t end = text->find('\n', at + 1);
+  ASSERT_TRUE(WriteFileAtomically(
+                  cache, text->substr(0, at) + "\nbwrap_path " + held + text->substr(end), 0600)
+                  .ok());
+
+  // bubblewrap and its child, both still bubblewrap (the child never gets to exec); not the
+  // CLI or the supervisor, whose command lines hold the marker too.
+  auto bwraps = [&] {
+    std::vector<pid_t> out;
+    for (pid_t p : ProcessesMatching(m)) {
+      if (ReadFileToString(fmt::format("/proc/{}/comm", p)).value_or("") == "bwrap\n") {
+        out.push_back(p);
+      }
+    }
+    return out;
+  };
+  const std::set<std::string> before = RunDirs(install_.state_dir());
+  CliResult r;
+  std::thread cli([&] { r = Run({}, {"/bin/sh", "-c", "exec sleep " + m}); });
+  pid_t sup = 0;
+  for (int i = 0; i < 500 && (sup == 0 || bwraps().size() < 2); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    sup = NewSupervisor(install_.state_dir(), before);
+  }
+  EXPECT_EQ(bwraps().size(), 2u) << "bubblewrap is not held in its setup";
+  ASSERT_GT(sup, 0);
+  ASSERT_EQ(::kill(sup, SIGKILL), 0);
+  cli.join();
+  EXPECT_NE(r.code(), 0) << Describe(r);
+  EXPECT_EQ(LatestRecord(install_)["state"], "lost") << LatestRecord(install_).dump();
+  for (int i = 0; i < 100 && !ProcessesMatching(m).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_THAT(ProcessesMatching(m), ::testing::IsEmpty()) << "the stranded child was left";
+  for (pid_t p : ProcessesMatching(m)) ::kill(p, SIGKILL);
+}
+
 // A process outside the sandbox that holds the run's stdout (handed over a unix socket) never
 // closes it. The run still ends, a drain grace after its sandbox is gone, and the record says
 // the log was cut there.
