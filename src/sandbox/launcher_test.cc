@@ -18,9 +18,10 @@ bool Exits(const ChildProcess& c) {
   return ::poll(&p, 1, 5000) == 1;
 }
 
+// Still running a while later: a SIGKILL sent has landed by then (a killed sleep dies at once).
 bool StillRunning(const ChildProcess& c) {
   pollfd p{c.pidfd(), POLLIN, 0};
-  return ::poll(&p, 1, 0) == 0;
+  return ::poll(&p, 1, 300) == 0;
 }
 
 ChildProcess SleepWithEnv(const std::string& entry) {
