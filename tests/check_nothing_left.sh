@@ -17,7 +17,10 @@ inventory() {
     [ "$p" = "$$" ] && continue
     # A zombie is not running: an orphan waits there for pid 1 (slow to reap on some hosts).
     [ "$(awk '{print $3}' /proc/"$p"/stat 2>/dev/null)" = "Z" ] && continue
-    printf 'process %s %s\n' "$p" "$(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | cut -c1-120)"
+    # Gone meanwhile (no /proc entry, or exiting: its command line already empty).
+    cmd=$(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null) || continue
+    [ -n "$cmd" ] || continue
+    printf 'process %s %s\n' "$p" "${cmd:0:120}"
   done
 }
 case "$mode" in
@@ -28,6 +31,12 @@ case "$mode" in
   check)
     [ -f "$file" ] || : >"$file"
     new=$(comm -13 "$file" <(inventory | sort))
+    # Something still on its way out as the last test ended (a supervisor finishing a teardown,
+    # a process exiting) is not left behind: only what is still there a moment later counts.
+    if [ -n "$new" ]; then
+      sleep 2
+      new=$(comm -12 <(printf '%s\n' "$new") <(comm -13 "$file" <(inventory | sort)))
+    fi
     if [ -n "$new" ]; then
       printf 'left on the machine by the suite:\n'
       printf '  %s\n' "$new"

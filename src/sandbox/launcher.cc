@@ -452,11 +452,13 @@ class Launch {
 
 }  // namespace
 
-void KillStrayBubblewraps(std::string_view run_id) {
-  if (run_id.empty()) return;
-  const std::string entry = std::string(kBwrapRunEnv) + "=" + std::string(run_id);
+namespace {
+
+// One look through /proc: SIGKILLs every process whose environment holds `entry` whole; how many.
+int KillProcessesWithEnvironmentEntry(const std::string& entry) {
+  int killed = 0;
   DIR* proc = ::opendir("/proc");
-  if (!proc) return;
+  if (!proc) return 0;
   while (dirent* e = ::readdir(proc)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     auto environ = ReadFileToString(fmt::format("/proc/{}/environ", e->d_name));
@@ -468,13 +470,28 @@ void KillStrayBubblewraps(std::string_view run_id) {
       size_t end = env.find('\0', at);
       if (end == std::string_view::npos) end = env.size();
       if (env.substr(at, end - at) == entry) {
-        ::kill(std::atoi(e->d_name), SIGKILL);
+        if (::kill(std::atoi(e->d_name), SIGKILL) == 0) ++killed;
         break;
       }
       at = end + 1;
     }
   }
   ::closedir(proc);
+  return killed;
+}
+
+}  // namespace
+
+void KillStrayBubblewraps(std::string_view run_id) {
+  if (run_id.empty()) return;
+  const std::string entry = std::string(kBwrapRunEnv) + "=" + std::string(run_id);
+  // Killing a bubblewrap may strand a child it made a moment before (the very case this is
+  // for), one that a look already under way can miss: look again until a look finds nothing.
+  // A killed process is seen until it is gone (a zombie shows no environment); a few ms.
+  for (int look = 0; look < 200; ++look) {
+    if (KillProcessesWithEnvironmentEntry(entry) == 0) return;
+    ::usleep(2000);
+  }
 }
 
 void KillChildren(pid_t spare) {

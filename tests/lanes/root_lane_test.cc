@@ -33,6 +33,23 @@ class RootLaneTest : public ::testing::Test {
     return RunCodespace(install_, a);
   }
   std::string Port() const { return std::to_string(service_.port()); }
+  // Warms the remembered probes with one run, then has them name `script` (written into the
+  // install as `name`) as bubblewrap: the runs that follow launch through it.
+  void PlantBubblewrap(const std::string& name, const std::string& script) {
+    CliResult first = Run({}, {"/bin/true"});
+    ASSERT_EQ(first.code(), 0) << Describe(first);
+    const std::string path = install_.root() + "/" + name;
+    ASSERT_TRUE(WriteFileAtomically(path, script, 0755).ok());
+    const std::string cache = install_.state_dir() + "/host-probes";
+    auto text = ReadFileToString(cache);
+    ASSERT_TRUE(text.ok());
+    size_t at = text->find("\nbwrap_path ");
+    ASSERT_NE(at, std::string::npos);
+    size_t end = text->find('\n', at + 1);
+    ASSERT_TRUE(WriteFileAtomically(
+                    cache, text->substr(0, at) + "\nbwrap_path " + path + text->substr(end), 0600)
+                    .ok());
+  }
 
   StagedInstall install_{0};
   LoopbackListener service_;
@@ -262,22 +279,10 @@ TEST_F(RootLaneTest, SupervisorKilledAtAnyPointOfSandboxSetupLeavesNothingRunnin
 // killed with its child, which waits on it. A stand-in bubblewrap of the same shape (a parent
 // waiting on a child that never ends), planted in the remembered probes, holds the run there.
 TEST_F(RootLaneTest, RunStoppedDuringSandboxSetupKillsBubblewrapAndItsChild) {
-  CliResult first = Run({}, {"/bin/true"});
-  ASSERT_EQ(first.code(), 0) << Describe(first);
-  const std::string cache = install_.state_dir() + "/host-probes";
-  auto text = ReadFileToString(cache);
-  ASSERT_TRUE(text.ok());
   MarkerProcess unique;
   const std::string m = unique.marker() + "3";
-  const std::string stuck = install_.root() + "/stuck-bwrap";
-  ASSERT_TRUE(WriteFileAtomically(
-                  stuck, fmt::format("#!/bin/sh\n/bin/sleep {} &\nwait\n", m), 0755)
-                  .ok());
-  size_t at = text->find("\nbwrap_path ");
-  ASSERT_NE(at, std::string::npos);
-  size_t end = text->find('\n', at + 1);
-  std::string planted = text->substr(0, at) + "\nbwrap_path " + stuck + text->substr(end);
-  ASSERT_TRUE(WriteFileAtomically(cache, planted, 0600).ok());
+  ASSERT_NO_FATAL_FAILURE(
+      PlantBubblewrap("stuck-bwrap", fmt::format("#!/bin/sh\n/bin/sleep {} &\nwait\n", m)));
 
   CliResult r = RunCodespace(
       install_,
@@ -299,32 +304,17 @@ TEST_F(RootLaneTest, RunStoppedDuringSandboxSetupKillsBubblewrapAndItsChild) {
 // kills it. A stand-in runs the real bubblewrap with --userns-block-fd on a FIFO nobody writes,
 // which holds it exactly there (bubblewrap refuses that with --disable-userns; it is dropped).
 TEST_F(RootLaneTest, BubblewrapChildStrandedByADeadSupervisorIsKilledWhenTheRunIsLost) {
-  CliResult first = Run({}, {"/bin/true"});
-  ASSERT_EQ(first.code(), 0) << Describe(first);
-  const std::string cache = install_.state_dir() + "/host-probes";
-  auto text = ReadFileToString(cache);
-  ASSERT_TRUE(text.ok());
   MarkerProcess unique;
   const std::string m = unique.marker() + "6";
   const std::string fifo = install_.root() + "/never-written";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  const std::string held = install_.root() + "/held-bwrap";
-  ASSERT_TRUE(WriteFileAtomically(
-                  held,
-                  fmt::format("#!/bin/sh\n"
-                              "exec 8>/dev/null 9<>{}\n"
-                              "for a do shift; [ \"$a\" = --disable-userns ] || set -- \"$@\" \"$a\"; done\n"
-                              "exec /usr/bin/bwrap --info-fd 8 --userns-block-fd 9 \"$@\"\n",
-                              fifo),
-                  0755)
-                  .ok());
-  size_t at = text->find("\nbwrap_path ");
-  ASSERT_NE(at, std::string::npos);
-  size_t end = text->find('\n', at + 1);
-  ASSERT_TRUE(WriteFileAtomically(
-                  cache, text->substr(0, at) + "\nbwrap_path " + held + text->substr(end), 0600)
-                  .ok());
-
+  ASSERT_NO_FATAL_FAILURE(PlantBubblewrap(
+      "held-bwrap",
+      fmt::format("#!/bin/sh\n"
+                  "exec 8>/dev/null 9<>{}\n"
+                  "for a do shift; [ \"$a\" = --disable-userns ] || set -- \"$@\" \"$a\"; done\n"
+                  "exec /usr/bin/bwrap --info-fd 8 --userns-block-fd 9 \"$@\"\n",
+                  fifo)));
   // bubblewrap and its child, both still bubblewrap (the child never gets to exec); not the
   // CLI or the supervisor, whose command lines hold the marker too.
   auto bwraps = [&] {
