@@ -209,6 +209,23 @@ TEST_F(RootLaneTest, ForkedSupervisorIsDetachedAndHoldsNothingOfTheCallers) {
   EXPECT_EQ(r.code(), 128 + 9) << Describe(r);
 }
 
+// Waits up to `wait` for every process whose command line holds `marker` to be gone, then
+// kills whatever is not (the machine is left clean either way) and fails naming it.
+void ExpectAllGone(const std::string& marker, const std::string& what,
+                   std::chrono::milliseconds wait = std::chrono::seconds(2)) {
+  for (auto end = std::chrono::steady_clock::now() + wait;
+       !ProcessesMatching(marker).empty() && std::chrono::steady_clock::now() < end;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::string which;
+  for (pid_t p : ProcessesMatching(marker)) {
+    which += fmt::format("\n  {} {}", p,
+                         ReadFileToString(fmt::format("/proc/{}/cmdline", p)).value_or(""));
+    ::kill(p, SIGKILL);
+  }
+  EXPECT_TRUE(which.empty()) << what << which;
+}
+
 // The pid of the supervisor of the first run in `state_dir` other than `skip`, 0 until one has
 // written its identity.
 pid_t NewSupervisor(const std::string& state_dir, const std::set<std::string>& skip) {
@@ -263,16 +280,7 @@ TEST_F(RootLaneTest, SupervisorKilledAtAnyPointOfSandboxSetupLeavesNothingRunnin
     EXPECT_NE(r.code(), 0) << "try " << i << ": " << Describe(r);
   }
   // What is left unwinds by itself (bubblewrap finishing, codespace-init finding no reader).
-  for (int w = 0; w < 250 && !ProcessesMatching(m).empty(); ++w) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  std::vector<pid_t> left = ProcessesMatching(m);
-  std::string which;
-  for (pid_t p : left) {
-    which += fmt::format("\n  {} {}", p, ReadFileToString(fmt::format("/proc/{}/cmdline", p)).value_or(""));
-    ::kill(p, SIGKILL);
-  }
-  EXPECT_TRUE(left.empty()) << "left running:" << which;
+  ExpectAllGone(m, "left running:", std::chrono::seconds(5));
 }
 
 // A run stopped (here at its timeout) while bubblewrap is still setting up: bubblewrap is
@@ -291,11 +299,7 @@ TEST_F(RootLaneTest, RunStoppedDuringSandboxSetupKillsBubblewrapAndItsChild) {
   EXPECT_NE(r.code(), 0) << Describe(r);
   auto rec = LatestRecord(install_);
   EXPECT_THAT(rec["reason"].get<std::string>(), HasSubstr("timeout")) << rec.dump();
-  for (int i = 0; i < 100 && !ProcessesMatching(m).empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_THAT(ProcessesMatching(m), ::testing::IsEmpty()) << "bubblewrap's child outlived it";
-  for (pid_t p : ProcessesMatching(m)) ::kill(p, SIGKILL);
+  ExpectAllGone(m, "bubblewrap's child outlived it:");
 }
 
 // A supervisor SIGKILLed in bubblewrap's last microseconds of setup (--die-with-parent armed,
@@ -340,11 +344,7 @@ TEST_F(RootLaneTest, BubblewrapChildStrandedByADeadSupervisorIsKilledWhenTheRunI
   cli.join();
   EXPECT_NE(r.code(), 0) << Describe(r);
   EXPECT_EQ(LatestRecord(install_)["state"], "lost") << LatestRecord(install_).dump();
-  for (int i = 0; i < 100 && !ProcessesMatching(m).empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_THAT(ProcessesMatching(m), ::testing::IsEmpty()) << "the stranded child was left";
-  for (pid_t p : ProcessesMatching(m)) ::kill(p, SIGKILL);
+  ExpectAllGone(m, "the stranded child was left:");
 }
 
 // A process outside the sandbox that holds the run's stdout (handed over a unix socket) never
