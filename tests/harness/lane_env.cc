@@ -46,18 +46,23 @@ StagedInstall::StagedInstall(uid_t owner) : owner_(owner) {
 
 StagedInstall::~StagedInstall() { WaitForSupervisors(); }
 
+std::set<std::string> StagedInstall::RunIds() const {
+  std::set<std::string> ids;
+  if (DIR* d = ::opendir((state_dir() + "/runs").c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] != '.') ids.insert(e->d_name);
+    }
+    ::closedir(d);
+  }
+  return ids;
+}
+
 bool StagedInstall::WaitForSupervisors(std::chrono::milliseconds limit) const {
   auto until = std::chrono::steady_clock::now() + limit;
-  const std::string runs = state_dir() + "/runs";
   for (;;) {
     bool held = false;
-    if (DIR* d = ::opendir(runs.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        if (e->d_name[0] != '.' && SupervisorLockHeld(RunDirFor(state_dir(), e->d_name))) {
-          held = true;
-        }
-      }
-      ::closedir(d);
+    for (const std::string& id : RunIds()) {
+      if (SupervisorLockHeld(RunDirFor(state_dir(), id))) held = true;
     }
     if (!held) return true;
     if (std::chrono::steady_clock::now() > until) return false;

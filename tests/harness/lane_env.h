@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -32,6 +33,8 @@ class StagedInstall {
   ~StagedInstall();
   // True once no supervisor holds a run directory of this install (waits up to `limit`).
   bool WaitForSupervisors(std::chrono::milliseconds limit = std::chrono::seconds(20)) const;
+  // The ids of the runs that have a directory under the state dir (none yet: empty).
+  std::set<std::string> RunIds() const;
   bool ok() const { return ok_; }
   const std::string& error() const { return error_; }
   std::string codespace() const { return dir_.path() + "/bin/codespace"; }

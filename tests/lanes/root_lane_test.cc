@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/file_util.h"
+#include "supervisor/run_dir.h"
 #include "lanes/lane_test_util.h"
 
 namespace codespace::lanes {
@@ -157,17 +158,11 @@ TEST_F(RootLaneTest, ForkedSupervisorIsDetachedAndHoldsNothingOfTheCallers) {
   std::string m = unique.marker() + "2";
   CliResult r;
   std::thread cli([&] { r = Run({"--timeout", "60"}, {"/bin/sleep", m}); });
-  std::string runs = install_.state_dir() + "/runs";
   std::string sup_file;
   for (int i = 0; i < 500 && sup_file.empty(); ++i) {
-    if (DIR* d = ::opendir(runs.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        std::string dir = runs + "/" + e->d_name;
-        if (e->d_name[0] != '.' && ::access((dir + "/sandbox").c_str(), F_OK) == 0) {
-          sup_file = dir + "/supervisor";
-        }
-      }
-      ::closedir(d);
+    for (const std::string& id : install_.RunIds()) {
+      RunDir dir = RunDirFor(install_.state_dir(), id);
+      if (::access(dir.sandbox_path().c_str(), F_OK) == 0) sup_file = dir.supervisor_path();
     }
     if (sup_file.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -226,31 +221,15 @@ void ExpectAllGone(const std::string& marker, const std::string& what,
   EXPECT_TRUE(which.empty()) << what << which;
 }
 
-// The pid of the supervisor of the first run in `state_dir` other than `skip`, 0 until one has
-// written its identity.
-pid_t NewSupervisor(const std::string& state_dir, const std::set<std::string>& skip) {
-  pid_t sup = 0;
-  if (DIR* d = ::opendir((state_dir + "/runs").c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] == '.' || skip.count(e->d_name)) continue;
-      std::string id =
-          ReadFileToString(state_dir + "/runs/" + e->d_name + "/supervisor").value_or("0");
-      if (std::atoi(id.c_str()) > 0) sup = std::atoi(id.c_str());
-    }
-    ::closedir(d);
+// The pid of the supervisor of a run of `install` other than `skip`, 0 until one has written
+// its identity.
+pid_t NewSupervisor(const StagedInstall& install, const std::set<std::string>& skip) {
+  for (const std::string& id : install.RunIds()) {
+    if (skip.count(id)) continue;
+    auto sup = ReadIdentity(RunDirFor(install.state_dir(), id).supervisor_path());
+    if (sup.ok() && sup->pid > 0) return sup->pid;
   }
-  return sup;
-}
-
-std::set<std::string> RunDirs(const std::string& state_dir) {
-  std::set<std::string> out;
-  if (DIR* d = ::opendir((state_dir + "/runs").c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] != '.') out.insert(e->d_name);
-    }
-    ::closedir(d);
-  }
-  return out;
+  return 0;
 }
 
 // A supervisor SIGKILLed at any moment of the sandbox's setup leaves nothing running: not
@@ -264,12 +243,12 @@ TEST_F(RootLaneTest, SupervisorKilledAtAnyPointOfSandboxSetupLeavesNothingRunnin
   const std::string m = unique.marker() + "4";
   constexpr int kTries = 40;
   for (int i = 0; i < kTries; ++i) {
-    const std::set<std::string> before = RunDirs(install_.state_dir());
+    const std::set<std::string> before = install_.RunIds();
     CliResult r;
     std::thread cli([&] { r = Run({}, {"/bin/sh", "-c", "exec sleep " + m}); });
     pid_t sup = 0;
     for (int w = 0; w < 20000 && sup == 0; ++w) {
-      sup = NewSupervisor(install_.state_dir(), before);
+      sup = NewSupervisor(install_, before);
       if (sup == 0) std::this_thread::sleep_for(std::chrono::microseconds(250));
     }
     EXPECT_GT(sup, 0) << "no supervisor on try " << i;
@@ -330,13 +309,13 @@ TEST_F(RootLaneTest, BubblewrapChildStrandedByADeadSupervisorIsKilledWhenTheRunI
     }
     return out;
   };
-  const std::set<std::string> before = RunDirs(install_.state_dir());
+  const std::set<std::string> before = install_.RunIds();
   CliResult r;
   std::thread cli([&] { r = Run({}, {"/bin/sh", "-c", "exec sleep " + m}); });
   pid_t sup = 0;
   for (int i = 0; i < 500 && (sup == 0 || bwraps().size() < 2); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    sup = NewSupervisor(install_.state_dir(), before);
+    sup = NewSupervisor(install_, before);
   }
   EXPECT_EQ(bwraps().size(), 2u) << "bubblewrap is not held in its setup";
   ASSERT_GT(sup, 0);
