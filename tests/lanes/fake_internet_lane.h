@@ -1,5 +1,6 @@
 // The fixture the filtered lanes share: a root install, and the fake internet (its worker host
-// with IPv6 forwarding on, so that runs get IPv6 too; codespace turns IPv4 on itself).
+// with IPv6 forwarding on unless asked not to, so that runs get IPv6 too; codespace turns IPv4
+// on itself).
 #pragma once
 
 #include <memory>
@@ -11,13 +12,19 @@ namespace codespace::lanes {
 
 class FakeInternetLaneTest : public ::testing::Test {
  protected:
+  // `worker_host_ipv6_forwarding` false: the worker host keeps the kernel's default (off), for
+  // fixtures whose tests set forwarding themselves.
+  explicit FakeInternetLaneTest(bool worker_host_ipv6_forwarding = true)
+      : worker_host_ipv6_forwarding_(worker_host_ipv6_forwarding) {}
   void SetUp() override {
     REQUIRE_ROOT_FOR_LANES();
     ASSERT_TRUE(install_.ok()) << install_.error();
     auto net = FakeInternet::Create();
     ASSERT_TRUE(net.ok()) << net.status().ToString();
     net_ = std::move(*net);
-    ASSERT_TRUE(net_->SetWorkerHostForwarding(true).ok());
+    if (worker_host_ipv6_forwarding_) {
+      ASSERT_TRUE(net_->SetWorkerHostForwarding(true).ok());
+    }
   }
   // A filtered run's supervisor tears its network down after the run is recorded: let it
   // finish before the fake internet goes.
@@ -25,6 +32,9 @@ class FakeInternetLaneTest : public ::testing::Test {
 
   StagedInstall install_{0};
   std::unique_ptr<FakeInternet> net_;
+
+ private:
+  const bool worker_host_ipv6_forwarding_;
 };
 
 }  // namespace codespace::lanes

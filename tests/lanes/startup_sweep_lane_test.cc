@@ -24,6 +24,7 @@
 
 #include "base/file_util.h"
 #include "harness/fake_internet.h"
+#include "lanes/fake_internet_lane.h"
 #include "lanes/lane_test_util.h"
 
 namespace codespace::lanes {
@@ -63,15 +64,10 @@ class NetnsCleanup {
   std::string name_;
 };
 
-class StartupSweepLaneTest : public ::testing::Test {
+// Forwarding stays as the kernel has it: these tests set it themselves, to what they test.
+class StartupSweepLaneTest : public FakeInternetLaneTest {
  protected:
-  void SetUp() override {
-    REQUIRE_ROOT_FOR_LANES();
-    ASSERT_TRUE(install_.ok()) << install_.error();
-    auto net = FakeInternet::Create();
-    ASSERT_TRUE(net.ok()) << net.status().ToString();
-    net_ = std::move(*net);
-  }
+  StartupSweepLaneTest() : FakeInternetLaneTest(/*worker_host_ipv6_forwarding=*/false) {}
   // `codespace ARGS` as a root worker in the worker host, inside `staging` (an argv prefix).
   CliResult Worker(const std::vector<std::string>& args, std::vector<std::string> staging = {}) {
     return RunCodespaceAs(install_, 0, args, {{"CODESPACE_DNS_UPSTREAM", kDnsServerV4}},
@@ -104,9 +100,6 @@ class StartupSweepLaneTest : public ::testing::Test {
                               std::nullopt, WorkerResolvConf::kHost);
     return left.ok() ? left->output : "error: " + left.status().ToString();
   }
-
-  StagedInstall install_{0};
-  std::unique_ptr<FakeInternet> net_;
 };
 
 TEST_F(StartupSweepLaneTest, HostThatCannotFilterStillSweepsFinishedRunsByName) {
