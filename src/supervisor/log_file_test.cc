@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <random>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -45,6 +46,15 @@ size_t ThreadsOfThisProcess() {
   while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
   ::closedir(d);
   return n;
+}
+
+// Seals `sink`: its digest, and the file at `path`, are of exactly `expected`.
+void ExpectSealsAs(FileLogSink& sink, const std::string& path, std::string_view expected) {
+  auto d = sink.Seal();
+  ASSERT_OK(d);
+  EXPECT_EQ(d->bytes, expected.size());
+  EXPECT_EQ(d->sha256, Sha256Hex(expected));
+  EXPECT_EQ(*Sha256OfFile(path), d->sha256);
 }
 
 TEST(FileLogSinkTest, DigestIsOfExactlyTheBytesWrittenAndTheFileIsSealed) {
@@ -138,11 +148,7 @@ TEST(FileLogSinkTest, DigestIsRightInlineAndOnTheHashingThread) {
       at += piece;
     }
     EXPECT_LE((*sink)->chunks_allocated(), c.max_chunks);
-    auto d = (*sink)->Seal();
-    ASSERT_OK(d);
-    EXPECT_EQ(d->bytes, total);
-    EXPECT_EQ(d->sha256, Sha256Hex(std::string_view(all).substr(0, total)));
-    EXPECT_EQ(*Sha256OfFile(path), d->sha256);
+    ExpectSealsAs(**sink, path, std::string_view(all).substr(0, total));
   }
 }
 
@@ -178,11 +184,7 @@ TEST(FileLogSinkTest, PullFromTakesAPipeToItsEnd) {
     }
     writer.join();
     EXPECT_EQ(pulled, all.size());
-    auto d = (*sink)->Seal();
-    ASSERT_OK(d);
-    EXPECT_EQ(d->bytes, all.size());
-    EXPECT_EQ(d->sha256, Sha256Hex(all));
-    EXPECT_EQ(*Sha256OfFile(path), d->sha256);
+    ExpectSealsAs(**sink, path, all);
   }
 }
 
@@ -220,11 +222,7 @@ TEST(FileLogSinkTest, AFailedWriteSurfacesAndTheDigestCoversWhatReachedTheFile) 
     EXPECT_OK(second);
     EXPECT_THAT(third, StatusHasMessage("write(" + path + "): File too large"));
     EXPECT_THAT(pulled, StatusHasMessage("write(" + path + "): File too large"));
-    auto d = (*sink)->Seal();
-    ASSERT_OK(d);
-    EXPECT_EQ(d->bytes, kLimit);
-    EXPECT_EQ(d->sha256, Sha256Hex(std::string_view(all).substr(0, kLimit)));
-    EXPECT_EQ(*Sha256OfFile(path), d->sha256);
+    ExpectSealsAs(**sink, path, std::string_view(all).substr(0, kLimit));
   }
 }
 
