@@ -83,13 +83,11 @@ class FileLogSink::Hasher {
   void Submit(char* chunk, size_t size) {
     if (inline_left_ >= size) {
       inline_left_ -= size;
-      hash_.Update(chunk, size);
-      Release(chunk);
-      return;
+    } else {
+      inline_left_ = 0;  // past the first bytes: the thread from now on, if one can be had
+      if (!thread_.joinable() && !no_thread_) Start();
     }
-    inline_left_ = 0;
-    if (!thread_.joinable() && !no_thread_) Start();
-    if (no_thread_) {
+    if (!thread_.joinable()) {  // still within the first bytes, or no thread to be had
       hash_.Update(chunk, size);
       Release(chunk);
       return;
