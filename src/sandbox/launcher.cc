@@ -16,7 +16,6 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <optional>
 
 #include <fmt/format.h>
@@ -495,25 +494,9 @@ void KillStrayBubblewraps(std::string_view run_id) {
 }
 
 void KillChildren(pid_t spare) {
-  const pid_t self = ::getpid();
   for (int round = 0; round < 1000; ++round) {
-    std::vector<pid_t> kids;
-    DIR* d = ::opendir("/proc");
-    if (!d) return;
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-      std::ifstream in(fmt::format("/proc/{}/stat", e->d_name));
-      std::string stat;
-      std::getline(in, stat);
-      size_t close = stat.rfind(')');
-      if (close == std::string::npos) continue;
-      char state = 0;
-      int ppid = 0;
-      if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2) continue;
-      pid_t pid = std::atoi(e->d_name);
-      if (ppid == self && pid != spare) kids.push_back(pid);
-    }
-    ::closedir(d);
+    std::vector<pid_t> kids = ChildrenOf(::getpid());
+    std::erase(kids, spare);
     if (kids.empty()) return;
     for (pid_t k : kids) ::kill(k, SIGKILL);
     // Reap exactly those (never a child someone else waits for): their children are ours next.
