@@ -141,17 +141,16 @@ Result<ProcessIdentity> ForkSupervisor(const SupervisorArgs& a, const RunRecord&
   if (at == std::string::npos || std::atoi(status.c_str() + at + 9) != 1) {
     return FailedPreconditionError("ForkSupervisor: the caller has more than one thread");
   }
-  ASSIGN_OR_RETURN(Pipe ready, MakePipe());
-  pid_t intermediate = ::fork();
-  if (intermediate < 0) return ErrnoError("fork(supervisor)", errno);
-  if (intermediate == 0) {
-    // Its own session, and not the caller's child: the intermediate forks it and exits.
+  // One fork, not a daemon's two: the second (~1 ms here: the whole address space is copied
+  // again) only keeps a session leader from acquiring a controlling terminal, and the supervisor
+  // opens no terminal — its streams are /dev/null, its log and pipes. While the caller lives the
+  // supervisor is its child (the caller reaps nothing: it waits on a pidfd and exits); after, it
+  // is reparented like any orphan.
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoError("fork(supervisor)", errno);
+  if (pid == 0) {
+    // Its own session: the caller's terminal signals (Ctrl-C) reach the caller, which cancels.
     ::setsid();
-    pid_t pid = ::fork();
-    if (pid != 0) {
-      if (pid > 0) WriteAll(ready.write.get(), std::to_string(pid)).IgnoreError();
-      ::_exit(pid > 0 ? 0 : 1);
-    }
     // Nothing of the caller's is kept but the standard streams (which Supervise redirects):
     // not its store's descriptors, not its locks' — and none of its state is ever used again.
     ::close_range(3, ~0U, 0);
@@ -164,15 +163,6 @@ Result<ProcessIdentity> ForkSupervisor(const SupervisorArgs& a, const RunRecord&
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     // _exit: the caller's atexit handlers and static destructors (its store) are not ours.
     ::_exit(Supervise(a, &record));
-  }
-  ready.write.reset();
-  ASSIGN_OR_RETURN(std::string text, ReadAll(ready.read.get()));
-  int st = 0;
-  while (::waitpid(intermediate, &st, 0) < 0 && errno == EINTR) {
-  }
-  pid_t pid = static_cast<pid_t>(std::atoi(text.c_str()));
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || pid <= 0) {
-    return InternalError(fmt::format("supervisor for run {} did not start", a.run_id));
   }
   return IdentityOf(pid);
 }

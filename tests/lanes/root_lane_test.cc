@@ -1,17 +1,21 @@
 // Root lane: the worker runs as root, where bubblewrap confines and the host can filter.
 #include <dirent.h>
 #include <fmt/format.h>
+#include <pty.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <cstdio>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "base/file_util.h"
-#include "supervisor/run_dir.h"
+#include "base/unique_fd.h"
 #include "lanes/lane_test_util.h"
+#include "supervisor/run_dir.h"
 
 namespace codespace::lanes {
 namespace {
@@ -150,14 +154,53 @@ TEST_F(RootLaneTest, TimeoutKillsTheWholeSandbox) {
   EXPECT_THAT(ProcessesMatching(m), ::testing::IsEmpty()) << "a sandboxed process survived";
 }
 
-// The foreground run's supervisor is forked, not exec'd: it must still be detached from the
-// caller (its own session, not the caller's child), named cs-supervisor, and hold nothing of the
-// caller's (the caller's store descriptors above all).
-TEST_F(RootLaneTest, ForkedSupervisorIsDetachedAndHoldsNothingOfTheCallers) {
+// Field `index` (1-based, as proc(5) numbers them) of /proc/PID/stat, or -1.
+long StatField(pid_t pid, int index) {
+  std::string stat = ReadFileToString(fmt::format("/proc/{}/stat", pid)).value_or("");
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(stat.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= index; ++i) {
+    if (!(rest >> field)) return -1;
+  }
+  return std::strtol(field.c_str(), nullptr, 10);
+}
+
+// The foreground run's supervisor is forked, not exec'd, from a `codespace run` that may sit on
+// a terminal: it must leave that terminal and the caller's session behind (a Ctrl-C or a hangup
+// there is the caller's to handle: it cancels the run), be named cs-supervisor, and hold
+// nothing of the caller's (the caller's store descriptors above all). The caller here has a
+// pseudo-terminal as its controlling terminal, as in an interactive shell.
+TEST_F(RootLaneTest, ForkedSupervisorLeavesTheCallersTerminalAndHoldsNothingOfTheCallers) {
   MarkerProcess unique;
   std::string m = unique.marker() + "2";
-  CliResult r;
-  std::thread cli([&] { r = Run({"--timeout", "60"}, {"/bin/sleep", m}); });
+  std::vector<std::string> args = {
+      install_.codespace(), "run", "--workspace", install_.workspace(), "--timeout", "60", "--",
+      "/bin/sleep",         m};
+  std::vector<std::string> env = {
+      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+      "HOME=" + install_.root(), "CODESPACE_STATE_DIR=" + install_.state_dir()};
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int master = -1;
+  pid_t cli = ::forkpty(&master, nullptr, nullptr, nullptr);  // setsid + the pty as its terminal
+  ASSERT_GE(cli, 0) << "forkpty: " << ErrnoText(errno);
+  if (cli == 0) {
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  UniqueFd master_fd(master);
+  std::string output;
+  std::thread drain([&] {  // until the terminal's last user is gone (EIO)
+    char buf[4096];
+    for (ssize_t n;
+         (n = ::read(master_fd.get(), buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR);)
+      if (n > 0) output.append(buf, static_cast<size_t>(n));
+  });
   std::string sup_file;
   for (int i = 0; i < 500 && sup_file.empty(); ++i) {
     for (const std::string& id : install_.RunIds()) {
@@ -166,23 +209,15 @@ TEST_F(RootLaneTest, ForkedSupervisorIsDetachedAndHoldsNothingOfTheCallers) {
     }
     if (sup_file.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  pid_t sup = 0, cli_pid = 0;
+  pid_t sup = 0;
   if (!sup_file.empty()) sup = std::atoi(ReadFileToString(sup_file).value_or("0").c_str());
-  for (pid_t p : ProcessesMatching(m)) {
-    if (ReadFileToString(fmt::format("/proc/{}/comm", p)).value_or("") == "codespace\n")
-      cli_pid = p;
-  }
   EXPECT_GT(sup, 0) << "no supervisor identity";
-  EXPECT_GT(cli_pid, 0) << "the codespace run process was not found";
-  if (sup > 0 && cli_pid > 0) {
+  if (sup > 0) {
+    constexpr int kTtyNr = 7;  // proc(5): the controlling terminal, 0 for none
+    ASSERT_GT(StatField(cli, kTtyNr), 0) << "the caller has no terminal: the test proves nothing";
+    EXPECT_EQ(StatField(sup, kTtyNr), 0) << "the supervisor kept the caller's terminal";
     EXPECT_EQ(ReadFileToString(fmt::format("/proc/{}/comm", sup)).value_or(""), "cs-supervisor\n");
-    // The intermediate's session (it made one and left): not the caller's, and no terminal.
-    EXPECT_NE(::getsid(sup), ::getsid(cli_pid)) << "in the caller's session";
-    EXPECT_NE(::getsid(sup), sup) << "a session leader can acquire a controlling terminal";
-    std::string stat = ReadFileToString(fmt::format("/proc/{}/stat", sup)).value_or("");
-    int ppid = 0;
-    std::sscanf(stat.c_str() + stat.rfind(')') + 2, "%*c %d", &ppid);
-    EXPECT_NE(ppid, cli_pid) << "the supervisor is the caller's child";
+    EXPECT_NE(::getsid(sup), ::getsid(cli)) << "in the caller's session";
     std::string fd_dir = fmt::format("/proc/{}/fd", sup);
     if (DIR* d = ::opendir(fd_dir.c_str())) {
       while (dirent* e = ::readdir(d)) {
@@ -190,6 +225,7 @@ TEST_F(RootLaneTest, ForkedSupervisorIsDetachedAndHoldsNothingOfTheCallers) {
         ssize_t n = ::readlink((fd_dir + "/" + e->d_name).c_str(), target, sizeof(target) - 1);
         if (n > 0) {
           EXPECT_THAT(std::string(target), Not(HasSubstr("codespace.db"))) << e->d_name;
+          EXPECT_THAT(std::string(target), Not(HasSubstr("/dev/pts/"))) << e->d_name;
         }
       }
       ::closedir(d);
@@ -200,8 +236,11 @@ TEST_F(RootLaneTest, ForkedSupervisorIsDetachedAndHoldsNothingOfTheCallers) {
       ::kill(p, SIGKILL);
     }
   }
-  cli.join();
-  EXPECT_EQ(r.code(), 128 + 9) << Describe(r);
+  int st = 0;
+  while (::waitpid(cli, &st, 0) < 0 && errno == EINTR) {
+  }
+  drain.join();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 128 + 9) << "status " << st << ": " << output;
 }
 
 // Waits up to `wait` for every process whose command line holds `marker` to be gone, then
