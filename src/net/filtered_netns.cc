@@ -300,7 +300,9 @@ Status FilteredEgressNetns::StartGate() {
   resolv_conf_path_ = RunDir(config_.namespace_name) + "/resolv.conf";
   std::string conf = fmt::format("nameserver {}\n", addresses_.worker_v4.ToString());
   if (ipv6_) conf += fmt::format("nameserver {}\n", addresses_.worker_v6.ToString());
-  return WriteFileAtomically(resolv_conf_path_, conf, 0644);
+  // No fsync: the file lives as long as the run's namespace, which no crash of the machine
+  // survives (the start-up sweep removes what one leaves). ~1 ms of a filtered run's setup.
+  return ReplaceFileForThisBoot(resolv_conf_path_, conf, 0644);
 }
 
 NetworkReport FilteredEgressNetns::Report() {
