@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -342,17 +341,21 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
   WorkerConfig wc = MakeWorkerConfig(state_dir);
   wc.fork_supervisor = GetEnv("CODESPACE_SUPERVISOR_EXEC") != "1";  // one thread here
   // The run is over for its caller once its status.json is written: a filtered run's network is
-  // torn down after that, by the supervisor, off the caller's path. Watched before the
-  // supervisor starts, so that the file cannot appear unseen.
+  // torn down after that, by the supervisor, off the caller's path. The supervisor says so with
+  // a byte on this pipe (SupervisorArgs::recorded_fd); an exec'd one (CODESPACE_SUPERVISOR_EXEC)
+  // has no pipe, and its exit ends the wait.
   RunDir dir = RunDirFor(state_dir, created->id);
-  UniqueFd status_watch(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
-  if (MakeDirs(dir.path, 0750).ok() && status_watch) {
-    if (::inotify_add_watch(status_watch.get(), dir.path.c_str(), IN_MOVED_TO) < 0) {
-      status_watch.reset();
+  std::optional<Pipe> recorded;
+  if (wc.fork_supervisor) {
+    auto pipe = MakePipe();
+    if (pipe.ok()) {
+      recorded.emplace(std::move(*pipe));
+      wc.recorded_fd = recorded->write.get();
     }
   }
   ProcessIdentity sup;
   Status started = StartClaimed(store, wc, session->facts, *created, &sup);
+  if (recorded) recorded->write.reset();  // the supervisor's copy alone: EOF once it is gone
   if (!started.ok()) {
     PrintError(started);
     if (session->probes_remembered) ForgetProbes(session->probe_cache);
@@ -375,14 +378,13 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
       RequestCancel(store, state_dir, created->id).IgnoreError();
     }
     size_t copied = follow.Pump();
-    pollfd p[2] = {{pidfd.get(), POLLIN, 0}, {status_watch.get(), POLLIN, 0}};
+    int recorded_fd = recorded ? recorded->read.get() : -1;
+    pollfd p[2] = {{pidfd.get(), POLLIN, 0}, {recorded_fd, POLLIN, 0}};
     int rc = ::poll(p, 2, copied ? 0 : 10);
     if (!pidfd || (rc > 0 && (p[0].revents & POLLIN))) break;  // the supervisor is gone
-    if (rc > 0 && (p[1].revents & POLLIN)) {
-      char events[4096];
-      while (::read(status_watch.get(), events, sizeof(events)) > 0) {
-      }
+    if (rc > 0 && (p[1].revents & (POLLIN | POLLHUP))) {
       if (::access(dir.status_path().c_str(), F_OK) == 0) break;  // recorded; logs sealed
+      recorded.reset();  // it could not write status.json: its exit ends the wait
     }
   }
   follow.Pump();  // the sealed tail

@@ -151,9 +151,17 @@ Result<ProcessIdentity> ForkSupervisor(const SupervisorArgs& a, const RunRecord&
   if (pid == 0) {
     // Its own session: the caller's terminal signals (Ctrl-C) reach the caller, which cancels.
     ::setsid();
-    // Nothing of the caller's is kept but the standard streams (which Supervise redirects):
-    // not its store's descriptors, not its locks' — and none of its state is ever used again.
-    ::close_range(3, ~0U, 0);
+    // Nothing of the caller's is kept but the standard streams (which Supervise redirects) and
+    // the pipe it reads "recorded" from: not its store's descriptors, not its locks' — and none
+    // of its state is ever used again.
+    SupervisorArgs mine = a;
+    if (a.recorded_fd >= 0) {
+      mine.recorded_fd = 3;
+      if (a.recorded_fd != 3 && ::dup3(a.recorded_fd, 3, O_CLOEXEC) < 0) mine.recorded_fd = -1;
+      ::close_range(4, ~0U, 0);
+    } else {
+      ::close_range(3, ~0U, 0);
+    }
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
@@ -162,7 +170,7 @@ Result<ProcessIdentity> ForkSupervisor(const SupervisorArgs& a, const RunRecord&
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     // _exit: the caller's atexit handlers and static destructors (its store) are not ours.
-    ::_exit(Supervise(a, &record));
+    ::_exit(Supervise(mine, &record));
   }
   return IdentityOf(pid);
 }
@@ -313,6 +321,10 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
     if (!down.ok()) Fail(fmt::format("run {}: teardown: {}", a.run_id, down.message()));
   };
   if (written.ok()) {
+    if (a.recorded_fd >= 0) {
+      WriteAll(a.recorded_fd, "r").IgnoreError();  // the caller may be gone: nothing to tell
+      ::close(a.recorded_fd);
+    }
     tear_down();
     return 0;
   }

@@ -27,6 +27,12 @@ struct SupervisorArgs {
   std::string init_path;
   std::chrono::milliseconds drain_grace{5000};  // after the main process: background writers
   std::chrono::milliseconds stop_grace{5000};   // cancel/timeout: SIGTERM → SIGKILL
+  // ForkSupervisor only (never passed through argv): the write end of the caller's pipe. The
+  // supervisor writes one byte to it once status.json is written, before a filtered run's
+  // teardown, and the caller reads its outcome then. (Watching the run directory with inotify
+  // instead cost the caller ~12 ms at exit while a teardown ran: closing an inotify descriptor
+  // waits for an SRCU grace period.)
+  int recorded_fd = -1;
 };
 
 // argv for `codespace __supervise ...` (the hidden subcommand that runs SuperviseMain).
@@ -40,8 +46,8 @@ Result<SupervisorArgs> ParseSupervisorArgs(const std::vector<std::string>& args)
 Result<ProcessIdentity> StartSupervisor(const std::string& codespace_binary,
                                         const SupervisorArgs& a);
 
-// The same, without exec: this process forks the supervisor (through an intermediate, so it is
-// not our child), which runs Supervise with `record` as created — skipping a second load of the
+// The same, without exec: this process forks the supervisor (its own session, no controlling
+// terminal), which runs Supervise with `record` as created — skipping a second load of the
 // codespace binary and a read of the record back from the store (~5 ms of a short run). Only for
 // a single-threaded caller (the foreground `codespace run`): a fork copies one thread, and any
 // lock another thread held stays held. A caller with threads gets FailedPrecondition.

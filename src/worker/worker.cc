@@ -66,7 +66,10 @@ void KillSandboxLeftovers(const RunDir& dir, const std::string& run_id) {
 Result<ProcessIdentity> StartSupervisorFor(const WorkerConfig& c, const HostFacts& facts,
                                            const RunRecord& running) {
   SupervisorArgs a = ArgsFor(c, facts, running.id);
-  if (c.fork_supervisor) return ForkSupervisor(a, running);
+  if (c.fork_supervisor) {
+    a.recorded_fd = c.recorded_fd;
+    return ForkSupervisor(a, running);
+  }
   return StartSupervisor(c.codespace_binary, a);
 }
 

@@ -30,6 +30,8 @@ struct WorkerConfig {
   // single-threaded caller, the foreground `codespace run`; the worker, with its API threads,
   // always execs.
   bool fork_supervisor = false;
+  // With fork_supervisor: where the supervisor says its run is recorded (SupervisorArgs).
+  int recorded_fd = -1;
 };
 
 // queued → running (compare-and-set: a run is claimed once, by one worker), then its supervisor
