@@ -74,7 +74,7 @@ mutate: deps
 # and removes. A table on stdout, JSON in build-release/bench.json; a few minutes on 2 cores.
 # BENCH_ARGS passes options through (python3 bench/run_bench.py --help).
 # -Wno-restrict: GCC 12 at -O3 warns falsely on `"literal" + std::string&&` (GCC PR 105329).
-BENCH_DEBS := socat
+BENCH_DEBS := socat ripgrep
 SRT_DIR := build-release/srt
 bench: deps
 	@missing=$$(for p in $(BENCH_DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \

@@ -456,10 +456,10 @@ def item1_srt(ctx):
         json.dump({"network": {"allowedDomains": ["allowed.test"], "deniedDomains": []},
                    "filesystem": {"denyRead": [], "allowWrite": ["."], "denyWrite": []}}, f)
     argv = [srt, "--settings", settings, "true"]
-    # As installed: srt on Linux needs ripgrep, which this machine may lack (and the benchmark
-    # may not download). Then srt is measured with `rg` standing in as a script that finds
+    # As installed: srt on Linux needs ripgrep, which `make bench` installs from Debian. Run by
+    # hand on a machine without it, srt is measured with `rg` standing in as a script that finds
     # nothing -- what real rg finds in this empty workspace -- so srt pays one exec less than it
-    # would with the real one: its figure is a lower bound.
+    # would with the real one: its figure is then a lower bound, and its note says so.
     env = dict(ctx.env)
     note = ""
     probe = sh(argv, check=False, env=env, cwd=ws)
