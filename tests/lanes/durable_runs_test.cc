@@ -343,6 +343,28 @@ TEST_F(DurableRunsTest, FullDiskIsRecordedWithAReasonAndHarmsNothingElse) {
   }
 }
 
+// The same through the foreground `codespace run`, whose supervisor tells it "recorded" once
+// status.json is written. Here status.json cannot be written: the supervisor records the outcome
+// itself and exits, and the CLI, told nothing, must still end with the command's exit code and
+// the record as the supervisor left it.
+TEST_F(DurableRunsTest, FullDiskForegroundRunEndsWithItsOutcomeRecorded) {
+  std::string runs = install_.state_dir() + "/runs";
+  ASSERT_TRUE(MakeDirs(runs).ok());
+  ASSERT_EQ(::mount("tmpfs", runs.c_str(), "tmpfs", 0, "size=1m"), 0);
+  tmpfs_mounted_ = true;
+  CliResult r = RunCodespace(install_, {"run", "--workspace", install_.workspace(), "--", "/bin/sh",
+                                        "-c", "head -c 3000000 /dev/zero; exit 3"});
+  EXPECT_EQ(r.code(), 3) << Describe(r);
+  auto rec = LatestRecord(install_);
+  EXPECT_EQ(rec["state"], "exited") << rec.dump();
+  EXPECT_EQ(rec["exit_code"], 3);
+  std::string reason = rec.value("reason", "");
+  EXPECT_THAT(reason, HasSubstr("status: ")) << "status.json was written after all";
+  EXPECT_THAT(reason, HasSubstr("No space left on device"));
+  std::string status = RunDirOf(rec["id"].get<std::string>()) + "/status.json";
+  EXPECT_NE(::access(status.c_str(), F_OK), 0) << "status.json was written after all";
+}
+
 // 1 GiB through the supervisor into a sealed log: memory stays bounded (measured), the digest
 // is right.
 TEST_F(DurableRunsTest, OneGibibyteOfOutputInBoundedMemory) {
