@@ -929,11 +929,15 @@ def item3_relay(ctx, cleanup):
         run_timed(ctx, argv, out=out)
         return json.load(open(out))
 
+    # The sandbox sees its workspace, not the build tree (a checkout under /tmp, say, is behind
+    # the sandbox's own /tmp): the client runs from a copy there, inside and out alike.
+    inside = os.path.join(ctx.ws, "relay_bench")
+    shutil.copy2(tool, inside)
     cs = ctx.cs("run", "-q", "--egress", "none", "--broker", f"127.0.0.1:{bport}",
-                "--workspace", ctx.ws, "--", tool, "client", "--url-env", "CODESPACE_BROKER_URL")
+                "--workspace", ctx.ws, "--", inside, "client", "--url-env", "CODESPACE_BROKER_URL")
     samples = {"relay": [], "socat": [], "socat64k": []}
-    argvs = {"relay": cs + per, "socat": [tool, "client", "--port", str(socat_port)] + per,
-             "socat64k": [tool, "client", "--port", str(socat64_port)] + per}
+    argvs = {"relay": cs + per, "socat": [inside, "client", "--port", str(socat_port)] + per,
+             "socat64k": [inside, "client", "--port", str(socat64_port)] + per}
     for name, argv in argvs.items():  # warm-up, and a check that every path works
         client(argv[:-6] + ["--bytes", str(16 << 20), "--reps", "1", "--ttfb-reps", "1"])
     for i in range(reps):
