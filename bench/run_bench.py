@@ -601,7 +601,7 @@ def item1_worker(ctx, cleanup):
              "seen by polling `codespace show --json` (~6 ms a poll)")
     row(ctx, "1", "severed `true` via worker: record started → ended", med(parts["supervised"]) *
         1e3, "bwrap, same flags", med(b) * 1e3, "ms", aim=1.3, n=n,
-        note="steady state: supervisor exec'd by the worker, bwrap + init, seal, status.json "
+        note="steady state: supervisor forked by the worker's spawner, bwrap + init, seal, status.json "
              "(1 ms clock)")
     stop_worker(p)
 

@@ -13,7 +13,7 @@ inventory() {
   nft list tables 2>/dev/null | grep -E 'codespace|escape_probe' | sed 's/^/nft /' || true
   ls -d /run/codespace/cs-* 2>/dev/null | sed 's/^/rundir /' || true
   ls -d /tmp/codespace-lane.* /tmp/codespace-test.* /tmp/cst-* 2>/dev/null | sed 's/^/tempdir /' || true
-  { pgrep -f 'escape_probe|codespace-init|codespace __supervise'; pgrep -x cs-supervisor; } 2>/dev/null | sort -u | while read -r p; do
+  { pgrep -f 'escape_probe|codespace-init|codespace __supervise'; pgrep -x cs-supervisor; pgrep -x cs-spawner; } 2>/dev/null | sort -u | while read -r p; do
     [ "$p" = "$$" ] && continue
     # A zombie is not running: an orphan waits there for pid 1 (slow to reap on some hosts).
     [ "$(awk '{print $3}' /proc/"$p"/stat 2>/dev/null)" = "Z" ] && continue

@@ -429,6 +429,10 @@ int CmdSubmit(const SpecFlags& flags, bool quiet, const std::string& state_dir) 
 }
 
 int CmdWorker(bool quiet, const std::string& state_dir) {
+  // First, while this process is one thread: what forks the supervisors (a thread of the probes
+  // or of the API would forbid it). Without one, supervisors are exec'd.
+  auto spawner = SupervisorSpawner::Start();
+  if (!spawner.ok()) PrintError(spawner.status().WithContext("supervisor spawner (exec instead)"));
   // SPEC: the worker probes once, at its start — never from another command's memory.
   auto session = StartSession(state_dir, quiet, Probes::kFresh);
   if (!session.ok()) {
@@ -466,8 +470,9 @@ int CmdWorker(bool quiet, const std::string& state_dir) {
     fmt::print(stderr, "codespace worker: API on unix:{}{}\n", api_config->unix_path,
                api_config->tcp_listen.empty() ? "" : " and tcp:" + api_config->tcp_listen);
   }
-  Status s = RunWorker(*session->store, MakeWorkerConfig(state_dir), session->facts, g_interrupted,
-                       &*wake);
+  WorkerConfig wc = MakeWorkerConfig(state_dir);
+  if (spawner.ok()) wc.spawner = spawner->get();
+  Status s = RunWorker(*session->store, wc, session->facts, g_interrupted, &*wake);
   (*api_server)->Stop();
   if (!s.ok()) {
     PrintError(s);

@@ -135,7 +135,7 @@ int SuperviseMain(const SupervisorArgs& a) {
   return Supervise(a, nullptr);
 }
 
-Result<ProcessIdentity> ForkSupervisor(const SupervisorArgs& a, const RunRecord& record) {
+Result<ProcessIdentity> ForkSupervisor(const SupervisorArgs& a, const RunRecord* record) {
   ASSIGN_OR_RETURN(std::string status, ReadFileToString("/proc/self/status"));
   size_t at = status.find("\nThreads:");
   if (at == std::string::npos || std::atoi(status.c_str() + at + 9) != 1) {
@@ -170,7 +170,7 @@ Result<ProcessIdentity> ForkSupervisor(const SupervisorArgs& a, const RunRecord&
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     // _exit: the caller's atexit handlers and static destructors (its store) are not ours.
-    ::_exit(Supervise(mine, &record));
+    ::_exit(Supervise(mine, record));
   }
   return IdentityOf(pid);
 }

@@ -50,8 +50,9 @@ Result<ProcessIdentity> StartSupervisor(const std::string& codespace_binary,
 // terminal), which runs Supervise with `record` as created — skipping a second load of the
 // codespace binary and a read of the record back from the store (~5 ms of a short run). Only for
 // a single-threaded caller (the foreground `codespace run`): a fork copies one thread, and any
-// lock another thread held stays held. A caller with threads gets FailedPrecondition.
-Result<ProcessIdentity> ForkSupervisor(const SupervisorArgs& a, const RunRecord& record);
+// lock another thread held stays held. A caller with threads gets FailedPrecondition. `record`
+// null: the supervisor reads it from the store (the worker's spawner, spawner.h).
+Result<ProcessIdentity> ForkSupervisor(const SupervisorArgs& a, const RunRecord* record);
 
 // The body of `codespace __supervise`: detaches (forks the supervisor, reports its pid on fd 3)
 // and supervises. Returns the process exit code.

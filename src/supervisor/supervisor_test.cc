@@ -27,7 +27,7 @@ TEST(ForkSupervisorTest, ACallerWithThreadsIsRefusedAndNothingIsForked) {
   r.state = RunState::kRunning;
   std::promise<void> release;
   std::thread other([f = release.get_future()]() mutable { f.wait(); });
-  auto sup = ForkSupervisor(a, r);
+  auto sup = ForkSupervisor(a, &r);
   release.set_value();
   other.join();
   EXPECT_THAT(sup.status(), StatusIs(StatusCode::kFailedPrecondition));

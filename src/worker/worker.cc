@@ -68,7 +68,14 @@ Result<ProcessIdentity> StartSupervisorFor(const WorkerConfig& c, const HostFact
   SupervisorArgs a = ArgsFor(c, facts, running.id);
   if (c.fork_supervisor) {
     a.recorded_fd = c.recorded_fd;
-    return ForkSupervisor(a, running);
+    return ForkSupervisor(a, &running);
+  }
+  if (c.spawner) {
+    auto forked = c.spawner->Spawn(a);
+    if (forked.ok()) return forked;
+    fmt::print(stderr,
+               "codespace worker: run {}: the spawner failed ({}); exec'ing its supervisor\n",
+               running.id, forked.status().message());
   }
   return StartSupervisor(c.codespace_binary, a);
 }

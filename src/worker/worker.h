@@ -15,6 +15,7 @@
 #include "posture/host_facts.h"
 #include "store/run_store.h"
 #include "supervisor/run_dir.h"
+#include "supervisor/spawner.h"
 #include "supervisor/supervisor.h"
 
 namespace codespace {
@@ -32,6 +33,8 @@ struct WorkerConfig {
   bool fork_supervisor = false;
   // With fork_supervisor: where the supervisor says its run is recorded (SupervisorArgs).
   int recorded_fd = -1;
+  // The worker's: forks supervisors for it (spawner.h); exec is the fallback when it fails.
+  SupervisorSpawner* spawner = nullptr;
 };
 
 // queued → running (compare-and-set: a run is claimed once, by one worker), then its supervisor

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "base/file_util.h"
+#include "base/process.h"
 #include "harness/fake_internet.h"
 #include "lanes/lane_test_util.h"
 #include "run/run_spec.h"
@@ -183,6 +184,58 @@ TEST_F(DurableRunsTest, WorkerKilledWhileRunningLosesNothing) {
   auto rec = WaitEnded(id);
   EXPECT_EQ(rec["state"], "exited") << rec.dump();
   ExpectSealedStdout(rec, Lines(20));  // every line, once
+}
+
+// The worker forks its supervisors through its spawner, a process it forked while it was still
+// one thread (src/supervisor/spawner.h), instead of exec'ing `codespace __supervise` for each.
+// When the spawner is gone, runs are not: their supervisors are exec'd again.
+TEST_F(DurableRunsTest, SupervisorsComeFromTheWorkersSpawnerAndFromExecWithoutIt) {
+  StartWorker();
+  auto comm = [](pid_t p) {
+    return ReadFileToString(fmt::format("/proc/{}/comm", p)).value_or("");
+  };
+  auto parent = [](pid_t p) {
+    std::string stat = ReadFileToString(fmt::format("/proc/{}/stat", p)).value_or("");
+    size_t close = stat.rfind(')');
+    return close == std::string::npos ? -1 : std::atoi(stat.c_str() + close + 4);
+  };
+  pid_t spawner = -1;
+  for (int i = 0; i < 300 && spawner < 0; ++i) {
+    for (pid_t c : ChildrenOf(worker_->pid())) {
+      if (comm(c) == "cs-spawner\n") spawner = c;
+    }
+    if (spawner < 0) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_GT(spawner, 0) << "the worker has no spawner";
+
+  std::string id = Submit({"/bin/sh", "-c", fmt::format("sleep 0.5; echo {}", marker_)});
+  WaitState(id, [](const std::string& s) { return s == "running"; });
+  pid_t sup = -1;
+  for (int i = 0; i < 200 && sup <= 0; ++i) {
+    sup = SupervisorOf(id);
+    if (sup <= 0) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_GT(sup, 0);
+  EXPECT_EQ(comm(sup), "cs-supervisor\n");
+  EXPECT_EQ(parent(sup), spawner) << "the supervisor was not forked by the spawner";
+  auto rec = WaitEnded(id);
+  EXPECT_EQ(rec["state"], "exited") << rec.dump();
+  ExpectSealedStdout(rec, marker_ + "\n");
+
+  ASSERT_EQ(::kill(spawner, SIGKILL), 0);
+  auto dead = [&] {  // gone, or a zombie its worker has not reaped
+    std::string stat = ReadFileToString(fmt::format("/proc/{}/stat", spawner)).value_or("");
+    size_t close = stat.rfind(')');
+    return close == std::string::npos || stat.compare(close + 2, 1, "Z") == 0;
+  };
+  for (int i = 0; i < 300 && !dead(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(dead());
+  std::string again = Submit({"/bin/sh", "-c", "echo again"});
+  auto rec2 = WaitEnded(again);
+  EXPECT_EQ(rec2["state"], "exited") << rec2.dump();
+  ExpectSealedStdout(rec2, "again\n");
+  auto log = ReadFileToString(install_.root() + "/worker.log");
+  EXPECT_THAT(log.value_or(""), HasSubstr("the spawner failed")) << "no fallback was taken";
 }
 
 // Kill -9 the worker again and again through the lives of several runs: queued, claimed,
