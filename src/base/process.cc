@@ -199,6 +199,15 @@ std::vector<pid_t> ChildrenOf(pid_t pid) {
   return ChildrenOfFromStat(pid);
 }
 
+Status RequireOneThread(std::string_view who) {
+  ASSIGN_OR_RETURN(std::string status, ReadFileToString("/proc/self/status"));
+  size_t at = status.find("\nThreads:");
+  if (at == std::string::npos || std::atoi(status.c_str() + at + 9) != 1) {
+    return FailedPreconditionError(fmt::format("{}: the caller has more than one thread", who));
+  }
+  return OkStatus();
+}
+
 std::vector<pid_t> ChildrenOfFromStat(pid_t pid) {
   std::vector<pid_t> out;
   // Every process whose parent (field 4 of stat, after the name) is `pid`.

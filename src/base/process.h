@@ -9,6 +9,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -111,6 +112,11 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv,
 std::vector<pid_t> ChildrenOf(pid_t pid);
 // The same from every process's /proc/PID/stat (the fallback; slower).
 std::vector<pid_t> ChildrenOfFromStat(pid_t pid);
+
+// OK when this process has exactly one thread; FailedPrecondition naming `who` otherwise. For
+// callers about to fork a process that goes on running this program: a fork copies one thread,
+// and a lock another thread held stays held in the copy forever.
+Status RequireOneThread(std::string_view who);
 
 // The current environment as KEY=VALUE strings.
 std::vector<std::string> CurrentEnvironment();

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "base/file_util.h"
+#include "base/process.h"
 
 namespace codespace {
 
@@ -72,11 +72,7 @@ void Reply(int fd, const std::string& text) {
 }  // namespace
 
 Result<std::unique_ptr<SupervisorSpawner>> SupervisorSpawner::Start() {
-  ASSIGN_OR_RETURN(std::string status, ReadFileToString("/proc/self/status"));
-  size_t at = status.find("\nThreads:");
-  if (at == std::string::npos || std::atoi(status.c_str() + at + 9) != 1) {
-    return FailedPreconditionError("SupervisorSpawner: the caller has more than one thread");
-  }
+  RETURN_IF_ERROR(RequireOneThread("SupervisorSpawner"));
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return ErrnoError("socketpair(spawner)", errno);

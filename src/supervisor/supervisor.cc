@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "base/file_util.h"
+#include "base/process.h"
 #include "relay/broker_bridge.h"
 #include "relay/relay.h"
 #include "sandbox/launcher.h"
@@ -136,11 +137,7 @@ int SuperviseMain(const SupervisorArgs& a) {
 }
 
 Result<ProcessIdentity> ForkSupervisor(const SupervisorArgs& a, const RunRecord* record) {
-  ASSIGN_OR_RETURN(std::string status, ReadFileToString("/proc/self/status"));
-  size_t at = status.find("\nThreads:");
-  if (at == std::string::npos || std::atoi(status.c_str() + at + 9) != 1) {
-    return FailedPreconditionError("ForkSupervisor: the caller has more than one thread");
-  }
+  RETURN_IF_ERROR(RequireOneThread("ForkSupervisor"));
   // One fork, not a daemon's two: the second (~1 ms here: the whole address space is copied
   // again) only keeps a session leader from acquiring a controlling terminal, and the supervisor
   // opens no terminal — its streams are /dev/null, its log and pipes. While the caller lives the

@@ -27,9 +27,9 @@ struct WorkerConfig {
   std::chrono::milliseconds drain_grace{5000};
   std::chrono::milliseconds stop_grace{5000};
   std::chrono::milliseconds poll_interval{100};
-  // Fork supervisors instead of exec'ing `codespace __supervise` (ForkSupervisor): only for a
-  // single-threaded caller, the foreground `codespace run`; the worker, with its API threads,
-  // always execs.
+  // Fork supervisors here instead of exec'ing `codespace __supervise` (ForkSupervisor): only for
+  // a single-threaded caller, the foreground `codespace run`. The worker, with its API threads,
+  // has its spawner fork them instead (below).
   bool fork_supervisor = false;
   // With fork_supervisor: where the supervisor says its run is recorded (SupervisorArgs).
   int recorded_fd = -1;
