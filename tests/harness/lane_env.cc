@@ -89,6 +89,19 @@ Status StagedInstall::Stage() {
   return OkStatus();
 }
 
+std::vector<std::string> CodespaceEnvironment(const StagedInstall& install,
+                                              const std::map<std::string, std::string>& extra_env) {
+  std::map<std::string, std::string> env = {
+      {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+      {"HOME", install.root()},
+      {"CODESPACE_STATE_DIR", install.state_dir()},
+  };
+  for (const auto& [k, v] : extra_env) env[k] = v;
+  std::vector<std::string> envv;
+  for (const auto& [k, v] : env) envv.push_back(k + "=" + v);
+  return envv;
+}
+
 CliResult RunCodespace(const StagedInstall& install, const std::vector<std::string>& args,
                        const std::map<std::string, std::string>& extra_env,
                        const std::vector<std::string>& wrapper) {
@@ -111,15 +124,7 @@ CliResult RunCodespaceAs(const StagedInstall& install, uid_t run_as,
   }
   argv.push_back(install.codespace());
   for (const auto& a : args) argv.push_back(a);
-  std::map<std::string, std::string> env = {
-      {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-      {"HOME", install.root()},
-      {"CODESPACE_STATE_DIR", install.state_dir()},
-  };
-  for (const auto& [k, v] : extra_env) env[k] = v;
-  std::vector<std::string> envv;
-  for (const auto& [k, v] : env) envv.push_back(k + "=" + v);
-  auto out = RunCommand(argv, envv);
+  auto out = RunCommand(argv, CodespaceEnvironment(install, extra_env));
   if (!out.ok()) return {ExitStatus::Exited(255), "RunCommand failed: " + out.status().message()};
   return {out->status, out->output};
 }

@@ -8,8 +8,8 @@
 
 #include <chrono>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +58,11 @@ struct CliResult {
   std::string output;  // stdout and stderr together
   int code() const { return status.ShellCode(); }
 };
+
+// The environment RunCodespace gives codespace: a minimal one plus `extra_env`, and
+// CODESPACE_STATE_DIR set to the install's state dir (KEY=VALUE strings).
+std::vector<std::string> CodespaceEnvironment(
+    const StagedInstall& install, const std::map<std::string, std::string>& extra_env = {});
 
 // Runs `codespace ARGS...` from a StagedInstall: as its owner (through setpriv with no
 // capabilities and no_new_privs when the owner is not root), with a minimal environment plus

@@ -194,11 +194,6 @@ TEST_F(DurableRunsTest, SupervisorsComeFromTheWorkersSpawnerAndFromExecWithoutIt
   auto comm = [](pid_t p) {
     return ReadFileToString(fmt::format("/proc/{}/comm", p)).value_or("");
   };
-  auto parent = [](pid_t p) {
-    std::string stat = ReadFileToString(fmt::format("/proc/{}/stat", p)).value_or("");
-    size_t close = stat.rfind(')');
-    return close == std::string::npos ? -1 : std::atoi(stat.c_str() + close + 4);
-  };
   pid_t spawner = -1;
   for (int i = 0; i < 300 && spawner < 0; ++i) {
     for (pid_t c : ChildrenOf(worker_->pid())) {
@@ -217,16 +212,16 @@ TEST_F(DurableRunsTest, SupervisorsComeFromTheWorkersSpawnerAndFromExecWithoutIt
   }
   ASSERT_GT(sup, 0);
   EXPECT_EQ(comm(sup), "cs-supervisor\n");
-  EXPECT_EQ(parent(sup), spawner) << "the supervisor was not forked by the spawner";
+  EXPECT_EQ(ProcStatField(sup, 4), std::to_string(spawner))
+      << "the supervisor was not forked by the spawner";
   auto rec = WaitEnded(id);
   EXPECT_EQ(rec["state"], "exited") << rec.dump();
   ExpectSealedStdout(rec, marker_ + "\n");
 
   ASSERT_EQ(::kill(spawner, SIGKILL), 0);
   auto dead = [&] {  // gone, or a zombie its worker has not reaped
-    std::string stat = ReadFileToString(fmt::format("/proc/{}/stat", spawner)).value_or("");
-    size_t close = stat.rfind(')');
-    return close == std::string::npos || stat.compare(close + 2, 1, "Z") == 0;
+    std::string state = ProcStatField(spawner, 3);
+    return state.empty() || state == "Z";
   };
   for (int i = 0; i < 300 && !dead(); ++i) std::this_thread::sleep_for(10ms);
   ASSERT_TRUE(dead());

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cstdio>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "base/file_util.h"
@@ -154,19 +153,6 @@ TEST_F(RootLaneTest, TimeoutKillsTheWholeSandbox) {
   EXPECT_THAT(ProcessesMatching(m), ::testing::IsEmpty()) << "a sandboxed process survived";
 }
 
-// Field `index` (1-based, as proc(5) numbers them) of /proc/PID/stat, or -1.
-long StatField(pid_t pid, int index) {
-  std::string stat = ReadFileToString(fmt::format("/proc/{}/stat", pid)).value_or("");
-  size_t close = stat.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream rest(stat.substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= index; ++i) {
-    if (!(rest >> field)) return -1;
-  }
-  return std::strtol(field.c_str(), nullptr, 10);
-}
-
 // The foreground run's supervisor is forked, not exec'd, from a `codespace run` that may sit on
 // a terminal: it must leave that terminal and the caller's session behind (a Ctrl-C or a hangup
 // there is the caller's to handle: it cancels the run), be named cs-supervisor, and hold
@@ -178,9 +164,7 @@ TEST_F(RootLaneTest, ForkedSupervisorLeavesTheCallersTerminalAndHoldsNothingOfTh
   std::vector<std::string> args = {
       install_.codespace(), "run", "--workspace", install_.workspace(), "--timeout", "60", "--",
       "/bin/sleep",         m};
-  std::vector<std::string> env = {
-      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-      "HOME=" + install_.root(), "CODESPACE_STATE_DIR=" + install_.state_dir()};
+  std::vector<std::string> env = CodespaceEnvironment(install_);
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -214,8 +198,9 @@ TEST_F(RootLaneTest, ForkedSupervisorLeavesTheCallersTerminalAndHoldsNothingOfTh
   EXPECT_GT(sup, 0) << "no supervisor identity";
   if (sup > 0) {
     constexpr int kTtyNr = 7;  // proc(5): the controlling terminal, 0 for none
-    ASSERT_GT(StatField(cli, kTtyNr), 0) << "the caller has no terminal: the test proves nothing";
-    EXPECT_EQ(StatField(sup, kTtyNr), 0) << "the supervisor kept the caller's terminal";
+    ASSERT_GT(std::atol(ProcStatField(cli, kTtyNr).c_str()), 0)
+        << "the caller has no terminal: the test proves nothing";
+    EXPECT_EQ(ProcStatField(sup, kTtyNr), "0") << "the supervisor kept the caller's terminal";
     EXPECT_EQ(ReadFileToString(fmt::format("/proc/{}/comm", sup)).value_or(""), "cs-supervisor\n");
     EXPECT_NE(::getsid(sup), ::getsid(cli)) << "in the caller's session";
     std::string fd_dir = fmt::format("/proc/{}/fd", sup);
