@@ -40,6 +40,17 @@ case "$mode" in
     if [ -n "$new" ]; then
       printf 'left on the machine by the suite:\n'
       printf '  %s\n' "$new"
+      # What a process was doing, and for which run, says which test left it; then it goes (the
+      # machine is left clean even by a failed suite).
+      printf '%s\n' "$new" | awk '$1 == "process" {print $2}' | while read -r p; do
+        [ -r /proc/"$p"/stat ] || continue
+        printf '  pid %s: state %s, parent %s, waiting in %s, %s\n' "$p" \
+          "$(awk '{print $3}' /proc/"$p"/stat)" "$(awk '{print $4}' /proc/"$p"/stat)" \
+          "$(cat /proc/"$p"/wchan 2>/dev/null)" \
+          "$(tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -E '^CODESPACE_' | tr '\n' ' ')"
+        printf '    %s\n' "$(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null)"
+        kill -KILL "$p" 2>/dev/null
+      done
       exit 1
     fi
     echo "nothing of the suite is left on the machine (namespaces, veths, tables, dirs, processes)"

@@ -1,15 +1,13 @@
 #include "supervisor/run_dir.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
-#include <sys/file.h>
 
 #include <cerrno>
 #include <fstream>
-#include <sstream>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "base/file_util.h"
 #include "store/record_json.h"
@@ -20,15 +18,24 @@ RunDir RunDirFor(const std::string& state_dir, const std::string& run_id) {
   return RunDir{fmt::format("{}/runs/{}", state_dir, run_id)};
 }
 
+// A POSIX record lock (F_SETLK), not flock(): it belongs to the process, so a child the
+// supervisor forks (bubblewrap, between fork and exec) never holds it, and a supervisor's death
+// frees it at once. A flock() is shared by every copy of the descriptor: a supervisor killed
+// while its child had not yet exec'd left the lock held and its run looking alive. The price of
+// record locks, that closing any descriptor of the file drops them, is moot: only this opens it
+// in a supervisor.
 Result<UniqueFd> TakeSupervisorLock(const RunDir& dir) {
   ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(dir.lock_path().c_str(), O_RDWR | O_CREAT, 0640));
-  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+  struct flock whole {};
+  whole.l_type = F_WRLCK;
+  whole.l_whence = SEEK_SET;
+  while (::fcntl(fd.get(), F_SETLK, &whole) != 0) {
     if (errno == EINTR) continue;
-    if (errno == EWOULDBLOCK) {
+    if (errno == EACCES || errno == EAGAIN) {
       return Status(StatusCode::kAlreadyExists,
                     fmt::format("{}: held by another supervisor", dir.lock_path()));
     }
-    return ErrnoError(fmt::format("flock({})", dir.lock_path()), errno);
+    return ErrnoError(fmt::format("fcntl({}, F_SETLK)", dir.lock_path()), errno);
   }
   return fd;
 }
@@ -36,8 +43,11 @@ Result<UniqueFd> TakeSupervisorLock(const RunDir& dir) {
 bool SupervisorLockHeld(const RunDir& dir) {
   auto fd = OpenFile(dir.lock_path().c_str(), O_RDONLY);
   if (!fd.ok()) return false;
-  if (::flock(fd->get(), LOCK_SH | LOCK_NB) == 0) return false;  // nobody holds it exclusively
-  return errno == EWOULDBLOCK;
+  struct flock probe {};
+  probe.l_type = F_WRLCK;
+  probe.l_whence = SEEK_SET;
+  if (::fcntl(fd->get(), F_GETLK, &probe) != 0) return false;
+  return probe.l_type != F_UNLCK;
 }
 
 Result<ProcessIdentity> IdentityOf(pid_t pid) {

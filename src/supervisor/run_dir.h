@@ -37,7 +37,8 @@ struct RunDir {
 };
 
 // Takes the run's supervisor lock without waiting: kAlreadyExists when another process holds
-// it. The lock lasts as long as the returned descriptor.
+// it. The lock lasts as long as the returned descriptor, and is this process's alone: its
+// children never hold it.
 Result<UniqueFd> TakeSupervisorLock(const RunDir& dir);
 // Whether some process holds the run's supervisor lock now.
 bool SupervisorLockHeld(const RunDir& dir);

@@ -1,9 +1,13 @@
 #include "supervisor/run_dir.h"
 
-#include <unistd.h>
-
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <utility>
 
 #include "base/file_util.h"
 #include "base/process.h"
@@ -91,6 +95,66 @@ TEST(RunDirTest, IdentityTellsALiveProcessFromAReusedPid) {
   ASSERT_OK(child->Wait());
   ASSERT_OK(id);
   EXPECT_FALSE(IsAlive(*id)) << "a reaped process is not alive";
+}
+
+// Forks a process that takes `dir`'s supervisor lock and then, when `with_child`, forks a child
+// of its own that keeps every descriptor (as a fork does before exec) and writes its pid; then
+// both wait to be killed. Returns the holder and that child (-1 without one).
+std::pair<pid_t, pid_t> ForkLockHolder(const RunDir& dir, bool with_child) {
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) return {-1, -1};
+  pid_t holder = ::fork();
+  if (holder == 0) {
+    auto lock = TakeSupervisorLock(dir);
+    pid_t kid = -1;
+    if (lock.ok() && with_child && (kid = ::fork()) == 0) {
+      for (;;) ::pause();
+    }
+    (void)!::write(ready[1], &kid, sizeof(kid));
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  pid_t kid = -1;
+  if (::read(ready[0], &kid, sizeof(kid)) != sizeof(kid)) kid = -2;
+  ::close(ready[0]);
+  return {holder, kid};
+}
+
+void KillAndReap(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+TEST(RunDirTest, SupervisorLockIsHeldWhileItsHolderLivesAndFreeOnceItDies) {
+  TempDir state;
+  RunDir dir = RunDirFor(state.path(), "0123456789abcdef");
+  ASSERT_OK(MakeDirs(dir.path, 0750));
+  EXPECT_FALSE(SupervisorLockHeld(dir)) << "no lock file yet";
+  auto [holder, none] = ForkLockHolder(dir, false);
+  ASSERT_GT(holder, 0);
+  ASSERT_EQ(none, -1);
+  EXPECT_TRUE(SupervisorLockHeld(dir));
+  EXPECT_THAT(TakeSupervisorLock(dir), StatusIs(StatusCode::kAlreadyExists));
+  KillAndReap(holder);
+  EXPECT_FALSE(SupervisorLockHeld(dir));
+  EXPECT_OK(TakeSupervisorLock(dir));
+}
+
+// A supervisor killed while the child it forked for bubblewrap had not yet exec'd: the child's
+// copy of the descriptor must not keep the run looking alive (nobody would record it lost).
+TEST(RunDirTest, SupervisorLockIsNotKeptByAChildOfItsDeadHolder) {
+  TempDir state;
+  RunDir dir = RunDirFor(state.path(), "0123456789abcdef");
+  ASSERT_OK(MakeDirs(dir.path, 0750));
+  auto [holder, kid] = ForkLockHolder(dir, true);
+  ASSERT_GT(holder, 0);
+  ASSERT_GT(kid, 0);
+  EXPECT_TRUE(SupervisorLockHeld(dir));
+  KillAndReap(holder);
+  ASSERT_EQ(::kill(kid, 0), 0) << "the child is alive, its descriptor open";
+  EXPECT_FALSE(SupervisorLockHeld(dir));
+  EXPECT_OK(TakeSupervisorLock(dir));
+  ::kill(kid, SIGKILL);  // reparented away: pid 1 (or a subreaper) reaps it
 }
 
 }  // namespace

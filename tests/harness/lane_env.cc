@@ -4,11 +4,14 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -44,7 +47,44 @@ StagedInstall::StagedInstall(uid_t owner) : owner_(owner) {
   error_ = s.message();
 }
 
-StagedInstall::~StagedInstall() { WaitForSupervisors(); }
+StagedInstall::~StagedInstall() {
+  WaitForSupervisors();
+  ExpectNothingRunning();
+}
+
+void StagedInstall::ExpectNothingRunning() const {
+  if (root().empty()) return;
+  // A process on its way out (a sandbox's last processes as its pid namespace ends) is given a
+  // moment; a zombie's command line is empty, so it is not seen.
+  for (int i = 0; i < 150 && !ProcessesMatching(root()).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::string left;
+  for (pid_t p : ProcessesMatching(root())) {
+    if (p == ::getpid()) continue;
+    std::string stat = ReadFileToString(fmt::format("/proc/{}/stat", p)).value_or("");
+    std::string env = ReadFileToString(fmt::format("/proc/{}/environ", p)).value_or("");
+    std::string run;
+    for (size_t at = 0; at < env.size();) {
+      size_t end = env.find('\0', at);
+      if (end == std::string::npos) end = env.size();
+      if (env.compare(at, 23, "CODESPACE_BWRAP_OF_RUN=") == 0) run = env.substr(at, end - at);
+      at = end + 1;
+    }
+    std::string cmd = ReadFileToString(fmt::format("/proc/{}/cmdline", p)).value_or("");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    std::string state = "?", ppid = "?";
+    if (size_t close = stat.rfind(')'); close != std::string::npos) {
+      std::istringstream(stat.substr(close + 1)) >> state >> ppid;
+    }
+    left += fmt::format("\n  pid {} (state {}, parent {}, waiting in {}) {}\n    {}", p, state,
+                        ppid, ReadFileToString(fmt::format("/proc/{}/wchan", p)).value_or("?"), run,
+                        cmd.substr(0, 400));
+  }
+  if (left.empty()) return;
+  KillProcessesMatching(root());
+  ADD_FAILURE() << "left running by the test (now killed):" << left;
+}
 
 std::set<std::string> StagedInstall::RunIds() const {
   std::set<std::string> ids;
@@ -178,6 +218,19 @@ std::vector<pid_t> ProcessesMatching(const std::string& needle) {
   }
   ::closedir(d);
   return out;
+}
+
+int KillProcessesMatching(const std::string& needle) {
+  int killed = 0;
+  // A killed process is still seen until it has exited (a zombie's command line is empty).
+  for (int look = 0; look < 2500; ++look) {
+    std::vector<pid_t> found = ProcessesMatching(needle);
+    std::erase(found, ::getpid());
+    if (found.empty()) break;
+    for (pid_t p : found) killed += ::kill(p, SIGKILL) == 0 ? 1 : 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return killed;
 }
 
 }  // namespace codespace::lanes

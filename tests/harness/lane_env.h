@@ -29,8 +29,13 @@ class StagedInstall {
  public:
   explicit StagedInstall(uid_t owner);
   // Waits (a while) for the install's supervisors to finish: a filtered run's supervisor tears
-  // its network down after the run is recorded, i.e. after `codespace run` has returned.
+  // its network down after the run is recorded, i.e. after `codespace run` has returned. Then
+  // nothing of the install may be running (ExpectNothingRunning).
   ~StagedInstall();
+  // Fails the test, naming each process and what it waits in, when a process whose command line
+  // names this install (its CLI, worker, supervisors, bubblewraps) outlives a short grace; kills
+  // them. Pins a leak to the test that made it, not to the suite's last check.
+  void ExpectNothingRunning() const;
   // True once no supervisor holds a run directory of this install (waits up to `limit`).
   bool WaitForSupervisors(std::chrono::milliseconds limit = std::chrono::seconds(20)) const;
   // The ids of the runs that have a directory under the state dir (none yet: empty).
@@ -108,5 +113,10 @@ class MarkerProcess {
 
 // Pids of host processes whose command line contains `needle`.
 std::vector<pid_t> ProcessesMatching(const std::string& needle);
+
+// SIGKILLs every process whose command line contains `needle`, looking again until a look finds
+// none: a bubblewrap killed after the look passed its newest child strands that child (it waits
+// forever for bubblewrap's word), and only a later look sees it. How many kills it sent.
+int KillProcessesMatching(const std::string& needle);
 
 }  // namespace codespace::lanes

@@ -160,7 +160,7 @@ class ApiTest : public ::testing::Test {
       worker_->Wait().status().IgnoreError();
       worker_.reset();
     }
-    for (pid_t p : ProcessesMatching(install_.state_dir())) ::kill(p, SIGKILL);
+    KillProcessesMatching(install_.state_dir());
   }
   std::vector<std::string> Env() {
     return {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -704,7 +704,7 @@ class ApiOnRefusingHostTest : public ::testing::Test {
       worker_->Wait().status().IgnoreError();
       worker_.reset();
     }
-    for (pid_t p : ProcessesMatching(install_.state_dir())) ::kill(p, SIGKILL);
+    KillProcessesMatching(install_.state_dir());
   }
   std::string sock() const { return "unix:" + install_.state_dir() + "/api.sock"; }
   api::ClientResponse Call(std::string_view method, std::string_view target,

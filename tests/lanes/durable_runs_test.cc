@@ -36,8 +36,8 @@ class DurableRunsTest : public ::testing::Test {
     install_.WaitForSupervisors(std::chrono::seconds(5));
     // Whatever a failed test left: supervisors (their argv names this state dir) and, with
     // them (--die-with-parent), their sandboxes; then the markers.
-    for (pid_t p : ProcessesMatching(install_.state_dir())) ::kill(p, SIGKILL);
-    for (pid_t p : ProcessesMatching(marker_)) ::kill(p, SIGKILL);
+    KillProcessesMatching(install_.state_dir());
+    KillProcessesMatching(marker_);
     if (tmpfs_mounted_) ::umount2((install_.state_dir() + "/runs").c_str(), MNT_DETACH);
   }
   std::vector<std::string> Env() {

@@ -3,7 +3,6 @@
 // thing — exiting 0 when the wall held and its own code when a forbidden action worked.
 // Nothing here reaches past the namespaces the harness made.
 #include <fmt/format.h>
-#include <sys/file.h>
 
 #include <set>
 #include <thread>
@@ -11,6 +10,7 @@
 #include "base/file_util.h"
 #include "harness/fake_internet.h"
 #include "lanes/fake_internet_lane.h"
+#include "supervisor/run_dir.h"
 
 namespace codespace::lanes {
 namespace {
@@ -235,10 +235,8 @@ TEST_F(FilteredEgressTest, SweepLeavesAFinishedRunsNamespaceToItsLiveSupervisor)
   ASSERT_THAT(made->output, HasSubstr("made"));
   {
     // Its supervisor, still tearing down: the run directory's lock is held.
-    auto lock =
-        OpenFile((install_.state_dir() + "/runs/" + id + "/supervisor.lock").c_str(), O_RDWR);
+    auto lock = TakeSupervisorLock(RunDirFor(install_.state_dir(), id));
     ASSERT_TRUE(lock.ok()) << lock.status().ToString();
-    ASSERT_EQ(::flock(lock->get(), LOCK_EX | LOCK_NB), 0);
     CliResult next = Run({"/bin/true"});
     EXPECT_EQ(next.code(), 0) << Describe(next);
     EXPECT_THAT(next.output, ::testing::Not(HasSubstr("leftover")));

@@ -281,6 +281,9 @@ TEST_F(RootLaneTest, SupervisorKilledAtAnyPointOfSandboxSetupLeavesNothingRunnin
     if (sup > 0) ::kill(sup, SIGKILL);
     cli.join();
     EXPECT_NE(r.code(), 0) << "try " << i << ": " << Describe(r);
+    // Recorded by the CLI that watched it, there and then: never left "running".
+    auto rec = LatestRecord(install_);
+    EXPECT_EQ(rec["state"], "lost") << "try " << i << ": " << rec.dump();
   }
   // What is left unwinds by itself (bubblewrap finishing, codespace-init finding no reader).
   ExpectAllGone(m, "left running:", std::chrono::seconds(5));

@@ -178,7 +178,7 @@ class LostRunTeardownLaneTest : public StartupSweepLaneTest {
     install_.WaitForSupervisors(std::chrono::seconds(5));
     // Whatever a failed test left: supervisors (their argv names this state dir) and, with them
     // (--die-with-parent), their sandboxes.
-    for (pid_t p : ProcessesMatching(install_.state_dir())) ::kill(p, SIGKILL);
+    KillProcessesMatching(install_.state_dir());
   }
   // `codespace worker` in the worker host, inside `staging`, in the background.
   void StartWorker(std::vector<std::string> staging = {}) {

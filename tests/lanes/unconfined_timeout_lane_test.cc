@@ -26,7 +26,7 @@ class UnconfinedTimeoutLaneTest : public ::testing::Test {
   void TearDown() override {
     // A failing run leaves its sleeps behind: they are this test's, found by its unique marker.
     if (!marker_.empty()) {
-      for (pid_t pid : ProcessesMatching(marker_)) ::kill(pid, SIGKILL);
+      KillProcessesMatching(marker_);
     }
   }
 
