@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "net/filtered_netns.h"
 #include "net/netns.h"
@@ -38,6 +39,9 @@ SweepResult SweepFinishedRunNamespaces(RunStore& store, const HostFacts& facts,
     auto run = store.FindByNamespace(name);
     if (!run.ok() || !IsTerminal(run->state)) continue;
     if (SupervisorLockHeld(RunDirFor(state_dir, run->id))) continue;  // tearing it down now
+    // Looked at again now that no supervisor holds the run: the listing above may predate its
+    // supervisor's own teardown, which ends (namespace gone) before the lock is let go.
+    if (::access(fmt::format("{}/{}", kNetnsRunDir, name).c_str(), F_OK) != 0) continue;
     Status s = FilteredEgressNetns::TearDownNamespaceByName(name);
     if (s.ok()) {
       result.removed.push_back(name);

@@ -160,6 +160,9 @@ class ApiTest : public ::testing::Test {
       worker_->Wait().status().IgnoreError();
       worker_.reset();
     }
+    // A run a test left starting (a POST /v1/runs it did not wait for) ends by itself; what is
+    // still running then is killed.
+    install_.WaitForSupervisors(std::chrono::seconds(5));
     KillProcessesMatching(install_.state_dir());
   }
   std::vector<std::string> Env() {
@@ -704,6 +707,9 @@ class ApiOnRefusingHostTest : public ::testing::Test {
       worker_->Wait().status().IgnoreError();
       worker_.reset();
     }
+    // A run a test left starting (a POST /v1/runs it did not wait for) ends by itself; what is
+    // still running then is killed.
+    install_.WaitForSupervisors(std::chrono::seconds(5));
     KillProcessesMatching(install_.state_dir());
   }
   std::string sock() const { return "unix:" + install_.state_dir() + "/api.sock"; }

@@ -4,11 +4,29 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "harness/fake_internet.h"
 #include "lanes/lane_test_util.h"
+#include "net/filtered_netns.h"
 
 namespace codespace::lanes {
+
+// Removes a run's named network namespace and its run directory under /run/codespace at scope
+// exit, whether or not the code under test did (a test that plants one and fails before the
+// sweep it tests removes it must still leave the machine clean). Its veth and table live in the
+// fake internet's worker host and go with it.
+class NetnsCleanup {
+ public:
+  explicit NetnsCleanup(std::string name) : name_(std::move(name)) {}
+  ~NetnsCleanup() { FilteredEgressNetns::TearDownNamespaceByName(name_).IgnoreError(); }
+  NetnsCleanup(const NetnsCleanup&) = delete;
+  NetnsCleanup& operator=(const NetnsCleanup&) = delete;
+
+ private:
+  std::string name_;
+};
 
 class FakeInternetLaneTest : public ::testing::Test {
  protected:

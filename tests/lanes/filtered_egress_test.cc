@@ -233,6 +233,7 @@ TEST_F(FilteredEgressTest, SweepLeavesAFinishedRunsNamespaceToItsLiveSupervisor)
                             std::nullopt, WorkerResolvConf::kHost);
   ASSERT_TRUE(made.ok());
   ASSERT_THAT(made->output, HasSubstr("made"));
+  NetnsCleanup cleanup(ns);
   {
     // Its supervisor, still tearing down: the run directory's lock is held.
     auto lock = TakeSupervisorLock(RunDirFor(install_.state_dir(), id));

@@ -48,22 +48,6 @@ const std::vector<std::string> kReadOnlyProcSys = {
     "mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys && exec \"$@\"",
     "sh"};
 
-// Removes a named network namespace at scope exit, whether or not the code under test did.
-class NetnsCleanup {
- public:
-  explicit NetnsCleanup(std::string name) : name_(std::move(name)) {}
-  ~NetnsCleanup() {
-    if (::access(("/run/netns/" + name_).c_str(), F_OK) == 0) {
-      (void)RunCommand({"ip", "netns", "del", name_});
-    }
-  }
-  NetnsCleanup(const NetnsCleanup&) = delete;
-  NetnsCleanup& operator=(const NetnsCleanup&) = delete;
-
- private:
-  std::string name_;
-};
-
 // Forwarding stays as the kernel has it: these tests set it themselves, to what they test.
 class StartupSweepLaneTest : public FakeInternetLaneTest {
  protected:
