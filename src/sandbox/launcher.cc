@@ -111,6 +111,21 @@ struct Stream {
   }
 };
 
+// Whether `pid`'s environment holds `entry` whole: NUL-separated entries, so neither a prefix nor
+// a value can match part of one. False for a process gone or a zombie (no environment).
+bool EnvironmentHolds(pid_t pid, std::string_view entry) {
+  auto environ = ReadFileToString(fmt::format("/proc/{}/environ", pid));
+  if (!environ.ok()) return false;
+  std::string_view env = *environ;
+  for (size_t at = 0; at < env.size();) {
+    size_t end = env.find('\0', at);
+    if (end == std::string_view::npos) end = env.size();
+    if (env.substr(at, end - at) == entry) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
 class Launch {
  public:
   Launch(const LaunchRequest& r, FilteredEgressNetns* net) : r_(r), net_(net), buf_(kChunk) {}
@@ -278,7 +293,10 @@ class Launch {
         if (mount_lock) mount_lock->Release();
         // Confined: the pid namespace is gone with it. Unconfined: init waited for every
         // descendant; any writer still open escaped it and goes at the grace.
-        if (r_.decision.confined) killed_all_ = true;
+        if (r_.decision.confined) {
+          KillStrandedBubblewrapChild();
+          killed_all_ = true;
+        }
         if (!main_) drain_deadline_ = Clock::now() + r_.drain_grace;
       }
       if (child_exited_ && !killed_all_ && !main_ && Clock::now() >= drain_deadline_) KillAll();
@@ -353,6 +371,19 @@ class Launch {
     // The pidfd pins the process: the timeout and cancel signal it, never a reused pid.
     ns_init_pidfd_ = std::move(pidfd);
     sandbox_pid_ = kids[0];
+  }
+
+  // bubblewrap killed from outside before it let its child go on (between arming
+  // --die-with-parent and its word): that child waits for the word forever, reparented here (a
+  // subreaper) by then. Only our children are looked at: a few reads, not a walk of /proc.
+  void KillStrandedBubblewrapChild() {
+    const std::string entry = std::string(kBwrapRunEnv) + "=" + r_.run_id;
+    for (pid_t c : ChildrenOf(::getpid())) {
+      if (r_.run_id.empty() || !EnvironmentHolds(c, entry)) continue;
+      ::kill(c, SIGKILL);
+      while (::waitpid(c, nullptr, __WALL) < 0 && errno == EINTR) {
+      }
+    }
   }
 
   void BeginStop(RunOutcome::Kind why) {
@@ -460,20 +491,8 @@ int KillProcessesWithEnvironmentEntry(const std::string& entry) {
   if (!proc) return 0;
   while (dirent* e = ::readdir(proc)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    auto environ = ReadFileToString(fmt::format("/proc/{}/environ", e->d_name));
-    if (!environ.ok()) continue;
-    // Whole entries only: NUL-separated, so neither a prefix nor a value can match part of one.
-    std::string_view env = *environ;
-    size_t at = 0;
-    while (at < env.size()) {
-      size_t end = env.find('\0', at);
-      if (end == std::string_view::npos) end = env.size();
-      if (env.substr(at, end - at) == entry) {
-        if (::kill(std::atoi(e->d_name), SIGKILL) == 0) ++killed;
-        break;
-      }
-      at = end + 1;
-    }
+    pid_t pid = std::atoi(e->d_name);
+    if (EnvironmentHolds(pid, entry) && ::kill(pid, SIGKILL) == 0) ++killed;
   }
   ::closedir(proc);
   return killed;

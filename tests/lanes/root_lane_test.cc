@@ -353,6 +353,56 @@ TEST_F(RootLaneTest, BubblewrapChildStrandedByADeadSupervisorIsKilledWhenTheRunI
   ExpectAllGone(m, "the stranded child was left:");
 }
 
+// bubblewrap SIGKILLed from outside (an operator, the OOM killer) in its last steps of setup,
+// its child not yet told to go on: that child, reparented to the supervisor (a subreaper),
+// would wait forever. The supervisor kills what bubblewrap left, and the run ends recorded.
+// The same stand-in as above holds bubblewrap there.
+TEST_F(RootLaneTest, BubblewrapKilledDuringSetupLeavesNoChildWaitingForIt) {
+  MarkerProcess unique;
+  const std::string m = unique.marker() + "7";
+  const std::string fifo = install_.root() + "/never-written";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_NO_FATAL_FAILURE(PlantBubblewrap(
+      "held-bwrap",
+      fmt::format("#!/bin/sh\n"
+                  "exec 8>/dev/null 9<>{}\n"
+                  "for a do shift; [ \"$a\" = --disable-userns ] || set -- \"$@\" \"$a\"; done\n"
+                  "exec /usr/bin/bwrap --info-fd 8 --userns-block-fd 9 \"$@\"\n",
+                  fifo)));
+  auto bwraps = [&] {
+    std::vector<pid_t> out;
+    for (pid_t p : ProcessesMatching(m)) {
+      if (ReadFileToString(fmt::format("/proc/{}/comm", p)).value_or("") == "bwrap\n") {
+        out.push_back(p);
+      }
+    }
+    return out;
+  };
+  const std::set<std::string> before = install_.RunIds();
+  CliResult r;
+  std::thread cli([&] { r = Run({}, {"/bin/sh", "-c", "exec sleep " + m}); });
+  pid_t sup = 0;
+  for (int i = 0; i < 500 && (sup == 0 || bwraps().size() < 2); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    sup = NewSupervisor(install_, before);
+  }
+  pid_t outer = 0;  // bubblewrap itself: the supervisor's child; the other is its child
+  for (pid_t p : bwraps()) {
+    if (ProcStatField(p, 4) == std::to_string(sup)) outer = p;
+  }
+  EXPECT_EQ(bwraps().size(), 2u) << "bubblewrap is not held in its setup";
+  ASSERT_GT(outer, 0);
+  ASSERT_EQ(::kill(outer, SIGKILL), 0);
+  cli.join();
+  EXPECT_NE(r.code(), 0) << Describe(r);
+  auto rec = LatestRecord(install_);
+  EXPECT_EQ(rec["state"], "aborted") << rec.dump();
+  EXPECT_THAT(rec["reason"].get<std::string>(),
+              HasSubstr("bubblewrap killed by signal 9 (Killed) before the command started"))
+      << rec.dump();
+  ExpectAllGone(m, "bubblewrap's child was left waiting:");
+}
+
 // A process outside the sandbox that holds the run's stdout (handed over a unix socket) never
 // closes it. The run still ends, a drain grace after its sandbox is gone, and the record says
 // the log was cut there.
