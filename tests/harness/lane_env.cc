@@ -222,6 +222,7 @@ std::vector<pid_t> ProcessesMatching(const std::string& needle) {
 
 int KillProcessesMatching(const std::string& needle) {
   int killed = 0;
+  if (needle.empty()) return 0;  // it would match every process on the machine
   // A killed process is still seen until it has exited (a zombie's command line is empty).
   for (int look = 0; look < 2500; ++look) {
     std::vector<pid_t> found = ProcessesMatching(needle);
