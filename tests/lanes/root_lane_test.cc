@@ -22,6 +22,17 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// The pid of the supervisor of a run of `install` other than `skip`, 0 until one has written
+// its identity.
+pid_t NewSupervisor(const StagedInstall& install, const std::set<std::string>& skip) {
+  for (const std::string& id : install.RunIds()) {
+    if (skip.count(id)) continue;
+    auto sup = ReadIdentity(RunDirFor(install.state_dir(), id).supervisor_path());
+    if (sup.ok() && sup->pid > 0) return sup->pid;
+  }
+  return 0;
+}
+
 class RootLaneTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -53,6 +64,46 @@ class RootLaneTest : public ::testing::Test {
     ASSERT_TRUE(WriteFileAtomically(
                     cache, text->substr(0, at) + "\nbwrap_path " + path + text->substr(end), 0600)
                     .ok());
+  }
+
+  // bubblewrap and its child, both still bubblewrap while held (the child never gets to exec);
+  // not the CLI or the supervisor, whose command lines hold the marker too.
+  static std::vector<pid_t> Bubblewraps(const std::string& marker) {
+    std::vector<pid_t> out;
+    for (pid_t p : ProcessesMatching(marker)) {
+      if (ReadFileToString(fmt::format("/proc/{}/comm", p)).value_or("") == "bwrap\n") {
+        out.push_back(p);
+      }
+    }
+    return out;
+  }
+
+  // Plants a stand-in that runs the real bubblewrap with --userns-block-fd on a FIFO nobody
+  // writes, which holds it in its last step of setup: --die-with-parent armed, its child not yet
+  // told to go on (bubblewrap refuses that with --disable-userns, which is dropped). Starts
+  // `sleep <marker>` through it on `*cli` (its result in `*r`); `*sup` is its supervisor once
+  // bubblewrap and its child are both there.
+  void StartRunHeldInBubblewrapSetup(const std::string& marker, std::thread* cli, CliResult* r,
+                                     pid_t* sup) {
+    const std::string fifo = install_.root() + "/never-written";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    ASSERT_NO_FATAL_FAILURE(PlantBubblewrap(
+        "held-bwrap",
+        fmt::format("#!/bin/sh\n"
+                    "exec 8>/dev/null 9<>{}\n"
+                    "for a do shift; [ \"$a\" = --disable-userns ] || set -- \"$@\" \"$a\"; done\n"
+                    "exec /usr/bin/bwrap --info-fd 8 --userns-block-fd 9 \"$@\"\n",
+                    fifo)));
+    const std::set<std::string> before = install_.RunIds();
+    *cli = std::thread([this, marker, r] {
+      *r = Run({}, {"/bin/sh", "-c", "exec sleep " + marker});
+    });
+    *sup = 0;
+    for (int i = 0; i < 500 && (*sup == 0 || Bubblewraps(marker).size() < 2); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      *sup = NewSupervisor(install_, before);
+    }
+    EXPECT_EQ(Bubblewraps(marker).size(), 2u) << "bubblewrap is not held in its setup";
   }
 
   StagedInstall install_{0};
@@ -245,17 +296,6 @@ void ExpectAllGone(const std::string& marker, const std::string& what,
   EXPECT_TRUE(which.empty()) << what << which;
 }
 
-// The pid of the supervisor of a run of `install` other than `skip`, 0 until one has written
-// its identity.
-pid_t NewSupervisor(const StagedInstall& install, const std::set<std::string>& skip) {
-  for (const std::string& id : install.RunIds()) {
-    if (skip.count(id)) continue;
-    auto sup = ReadIdentity(RunDirFor(install.state_dir(), id).supervisor_path());
-    if (sup.ok() && sup->pid > 0) return sup->pid;
-  }
-  return 0;
-}
-
 // A supervisor SIGKILLed at any moment of the sandbox's setup leaves nothing running: not
 // bubblewrap, not its child (which waits on an eventfd for bubblewrap's word and would wait
 // forever were bubblewrap killed before giving it), not the command. The real bubblewrap,
@@ -311,43 +351,17 @@ TEST_F(RootLaneTest, RunStoppedDuringSandboxSetupKillsBubblewrapAndItsChild) {
 // A supervisor SIGKILLed in bubblewrap's last microseconds of setup (--die-with-parent armed,
 // its child not yet told to go on) strands that child: it waits forever for bubblewrap's word,
 // reparented away. Whoever records the run lost finds it by the run id in its environment and
-// kills it. A stand-in runs the real bubblewrap with --userns-block-fd on a FIFO nobody writes,
-// which holds it exactly there (bubblewrap refuses that with --disable-userns; it is dropped).
+// kills it. A stand-in holds the real bubblewrap exactly there (StartRunHeldInBubblewrapSetup).
 TEST_F(RootLaneTest, BubblewrapChildStrandedByADeadSupervisorIsKilledWhenTheRunIsLost) {
   MarkerProcess unique;
   const std::string m = unique.marker() + "6";
-  const std::string fifo = install_.root() + "/never-written";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  ASSERT_NO_FATAL_FAILURE(PlantBubblewrap(
-      "held-bwrap",
-      fmt::format("#!/bin/sh\n"
-                  "exec 8>/dev/null 9<>{}\n"
-                  "for a do shift; [ \"$a\" = --disable-userns ] || set -- \"$@\" \"$a\"; done\n"
-                  "exec /usr/bin/bwrap --info-fd 8 --userns-block-fd 9 \"$@\"\n",
-                  fifo)));
-  // bubblewrap and its child, both still bubblewrap (the child never gets to exec); not the
-  // CLI or the supervisor, whose command lines hold the marker too.
-  auto bwraps = [&] {
-    std::vector<pid_t> out;
-    for (pid_t p : ProcessesMatching(m)) {
-      if (ReadFileToString(fmt::format("/proc/{}/comm", p)).value_or("") == "bwrap\n") {
-        out.push_back(p);
-      }
-    }
-    return out;
-  };
-  const std::set<std::string> before = install_.RunIds();
+  std::thread cli;
   CliResult r;
-  std::thread cli([&] { r = Run({}, {"/bin/sh", "-c", "exec sleep " + m}); });
   pid_t sup = 0;
-  for (int i = 0; i < 500 && (sup == 0 || bwraps().size() < 2); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    sup = NewSupervisor(install_, before);
-  }
-  EXPECT_EQ(bwraps().size(), 2u) << "bubblewrap is not held in its setup";
+  StartRunHeldInBubblewrapSetup(m, &cli, &r, &sup);
+  if (sup > 0) ::kill(sup, SIGKILL);
+  if (cli.joinable()) cli.join();
   ASSERT_GT(sup, 0);
-  ASSERT_EQ(::kill(sup, SIGKILL), 0);
-  cli.join();
   EXPECT_NE(r.code(), 0) << Describe(r);
   EXPECT_EQ(LatestRecord(install_)["state"], "lost") << LatestRecord(install_).dump();
   ExpectAllGone(m, "the stranded child was left:");
@@ -360,40 +374,18 @@ TEST_F(RootLaneTest, BubblewrapChildStrandedByADeadSupervisorIsKilledWhenTheRunI
 TEST_F(RootLaneTest, BubblewrapKilledDuringSetupLeavesNoChildWaitingForIt) {
   MarkerProcess unique;
   const std::string m = unique.marker() + "7";
-  const std::string fifo = install_.root() + "/never-written";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  ASSERT_NO_FATAL_FAILURE(PlantBubblewrap(
-      "held-bwrap",
-      fmt::format("#!/bin/sh\n"
-                  "exec 8>/dev/null 9<>{}\n"
-                  "for a do shift; [ \"$a\" = --disable-userns ] || set -- \"$@\" \"$a\"; done\n"
-                  "exec /usr/bin/bwrap --info-fd 8 --userns-block-fd 9 \"$@\"\n",
-                  fifo)));
-  auto bwraps = [&] {
-    std::vector<pid_t> out;
-    for (pid_t p : ProcessesMatching(m)) {
-      if (ReadFileToString(fmt::format("/proc/{}/comm", p)).value_or("") == "bwrap\n") {
-        out.push_back(p);
-      }
-    }
-    return out;
-  };
-  const std::set<std::string> before = install_.RunIds();
+  std::thread cli;
   CliResult r;
-  std::thread cli([&] { r = Run({}, {"/bin/sh", "-c", "exec sleep " + m}); });
   pid_t sup = 0;
-  for (int i = 0; i < 500 && (sup == 0 || bwraps().size() < 2); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    sup = NewSupervisor(install_, before);
-  }
+  StartRunHeldInBubblewrapSetup(m, &cli, &r, &sup);
   pid_t outer = 0;  // bubblewrap itself: the supervisor's child; the other is its child
-  for (pid_t p : bwraps()) {
-    if (ProcStatField(p, 4) == std::to_string(sup)) outer = p;
+  for (pid_t p : Bubblewraps(m)) {
+    if (sup > 0 && ProcStatField(p, 4) == std::to_string(sup)) outer = p;
   }
-  EXPECT_EQ(bwraps().size(), 2u) << "bubblewrap is not held in its setup";
+  if (outer > 0) ::kill(outer, SIGKILL);
+  if (outer <= 0 && sup > 0) ::kill(sup, SIGKILL);  // the run must end either way
+  if (cli.joinable()) cli.join();
   ASSERT_GT(outer, 0);
-  ASSERT_EQ(::kill(outer, SIGKILL), 0);
-  cli.join();
   EXPECT_NE(r.code(), 0) << Describe(r);
   auto rec = LatestRecord(install_);
   EXPECT_EQ(rec["state"], "aborted") << rec.dump();
