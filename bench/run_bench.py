@@ -613,8 +613,9 @@ def wait_supervisors(state):
     runs = os.path.join(state, "runs")
     for d in os.listdir(runs) if os.path.isdir(runs) else []:
         try:
+            # The supervisor's lock is a POSIX record lock (fcntl), which flock() does not see.
             with open(os.path.join(runs, d, "supervisor.lock")) as f:
-                fcntl.flock(f, fcntl.LOCK_SH)
+                fcntl.lockf(f, fcntl.LOCK_SH)
         except OSError:
             pass
 
