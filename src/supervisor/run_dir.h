@@ -1,9 +1,10 @@
 // A run's directory, <state dir>/runs/<id>/: what its supervisor leaves for whoever records it.
 //
 //   stdout, stderr   the command's output, sealed (fsynced, read-only) at the end
-//   supervisor.lock  flock()ed by the run's one supervisor for its whole life: a second one
-//                    (two workers racing to start it) cannot take it and leaves; a free lock
-//                    means no supervisor is alive
+//   supervisor.lock  write-locked (a POSIX record lock, fcntl F_SETLK; flock() does not see it)
+//                    by the run's one supervisor for its whole life: a second one (two workers
+//                    racing to start it) cannot take it and leaves; a free lock means no
+//                    supervisor is alive
 //   supervisor       "<pid> <start time>": the supervisor's identity (a pid alone can be reused)
 //   sandbox          "<pid> <start time>": the process whose death ends the sandbox
 //   cancel           present: a cancel was requested
