@@ -22,8 +22,9 @@ namespace {
 // Several processes (the worker, a supervisor per run, the CLI) write the same file. A writer
 // waits this long for another's transaction to finish before giving up with kUnavailable; every
 // write transaction here is a handful of rows, so a wait this long means something is stuck.
-constexpr int kWalCheckpointPages = 128;  // see Configure
 constexpr int kBusyTimeoutMs = 10'000;
+// Commits checkpoint the WAL into the database once it holds this many pages (see Configure).
+constexpr int kWalCheckpointPages = 128;
 
 // One step of the schema. Versions run 1, 2, 3, ... in order; a database's PRAGMA user_version is
 // the last step applied to it. Never edit a step that has shipped: add the next one.
@@ -230,19 +231,19 @@ Status Configure(sqlite3* db) {
   // checkpoints the WAL into the database (an fsync of each) and deletes it, and the next open
   // creates it again (an fsync of the directory). Neither adds durability — every commit is
   // already fsynced in the WAL — so keep the WAL file and leave checkpoints to the automatic
-  // The threshold is lowered from 1000 pages because a persistent WAL has a price: the first
-  // connection to open the database (every CLI command, every supervisor) rebuilds the WAL index
-  // by reading and checksumming the whole WAL, ~2 ms for a full 1000-page WAL here, ~1 ms for an
-  // average one. At 128 pages that read is a tenth of it, and the checkpoints it costs (a write
-  // and fsync of the database every dozen runs or so) come to less than the difference.
-  RETURN_IF_ERROR(
-      sqlite::Exec(db, fmt::format("PRAGMA wal_autocheckpoint={}", kWalCheckpointPages)));
   // ones that commits make every wal_autocheckpoint pages.
   int persist = 1;
   rc = sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
   if (rc != SQLITE_OK) return sqlite::SqliteError(db, "SQLITE_FCNTL_PERSIST_WAL", rc);
   rc = sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
   if (rc != SQLITE_OK) return sqlite::SqliteError(db, "SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE", rc);
+  // That threshold is lowered from 1000 pages because a persistent WAL has a price: the first
+  // connection to open the database (every CLI command, every supervisor) rebuilds the WAL index
+  // by reading and checksumming the whole WAL, ~2 ms for a full 1000-page WAL here, ~1 ms for an
+  // average one. At 128 pages that read is a tenth of it, and the checkpoints it costs (a write
+  // and fsync of the database every dozen runs or so) come to less than the difference.
+  RETURN_IF_ERROR(
+      sqlite::Exec(db, fmt::format("PRAGMA wal_autocheckpoint={}", kWalCheckpointPages)));
   return OkStatus();
 }
 
