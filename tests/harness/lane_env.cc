@@ -62,7 +62,6 @@ void StagedInstall::ExpectNothingRunning() const {
   std::string left;
   for (pid_t p : ProcessesMatching(root())) {
     if (p == ::getpid()) continue;
-    std::string stat = ReadFileToString(fmt::format("/proc/{}/stat", p)).value_or("");
     std::string env = ReadFileToString(fmt::format("/proc/{}/environ", p)).value_or("");
     std::string run;
     for (size_t at = 0; at < env.size();) {
@@ -73,12 +72,9 @@ void StagedInstall::ExpectNothingRunning() const {
     }
     std::string cmd = ReadFileToString(fmt::format("/proc/{}/cmdline", p)).value_or("");
     std::replace(cmd.begin(), cmd.end(), '\0', ' ');
-    std::string state = "?", ppid = "?";
-    if (size_t close = stat.rfind(')'); close != std::string::npos) {
-      std::istringstream(stat.substr(close + 1)) >> state >> ppid;
-    }
-    left += fmt::format("\n  pid {} (state {}, parent {}, waiting in {}) {}\n    {}", p, state,
-                        ppid, ReadFileToString(fmt::format("/proc/{}/wchan", p)).value_or("?"), run,
+    left += fmt::format("\n  pid {} (state {}, parent {}, waiting in {}) {}\n    {}", p,
+                        ProcStatField(p, 3), ProcStatField(p, 4),
+                        ReadFileToString(fmt::format("/proc/{}/wchan", p)).value_or("?"), run,
                         cmd.substr(0, 400));
   }
   if (left.empty()) return;
@@ -201,6 +197,19 @@ MarkerProcess::MarkerProcess() {
   o.argv = {"/bin/sleep", marker_};
   auto child = Spawn(o);
   if (child.ok()) child_ = std::move(*child);
+}
+
+std::string ProcStatField(pid_t pid, int index) {
+  auto stat = ReadFileToString(fmt::format("/proc/{}/stat", pid));
+  if (!stat.ok()) return "";
+  size_t close = stat->rfind(')');
+  if (close == std::string::npos) return "";
+  std::istringstream rest(stat->substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= index; ++i) {
+    if (!(rest >> field)) return "";
+  }
+  return field;
 }
 
 std::vector<pid_t> ProcessesMatching(const std::string& needle) {

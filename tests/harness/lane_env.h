@@ -111,6 +111,10 @@ class MarkerProcess {
   ChildProcess child_;
 };
 
+// Field `index` of /proc/PID/stat, numbered as proc(5) numbers them (3: state, 4: parent,
+// 7: controlling terminal); empty when the process is gone.
+std::string ProcStatField(pid_t pid, int index);
+
 // Pids of host processes whose command line contains `needle`.
 std::vector<pid_t> ProcessesMatching(const std::string& needle);
 
