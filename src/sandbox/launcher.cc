@@ -377,9 +377,10 @@ class Launch {
   // --die-with-parent and its word): that child waits for the word forever, reparented here (a
   // subreaper) by then. Only our children are looked at: a few reads, not a walk of /proc.
   void KillStrandedBubblewrapChild() {
+    if (r_.run_id.empty()) return;  // bubblewrap was given no name to be found by
     const std::string entry = std::string(kBwrapRunEnv) + "=" + r_.run_id;
     for (pid_t c : ChildrenOf(::getpid())) {
-      if (r_.run_id.empty() || !EnvironmentHolds(c, entry)) continue;
+      if (!EnvironmentHolds(c, entry)) continue;
       ::kill(c, SIGKILL);
       while (::waitpid(c, nullptr, __WALL) < 0 && errno == EINTR) {
       }
