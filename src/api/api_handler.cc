@@ -61,7 +61,8 @@ HttpResponse SpecErrorResponse(const SpecError& e) {
 }
 
 // Parses and checks a submitted spec; on failure fills *error.
-std::optional<RunSpec> SpecFromRequest(const HttpRequest& req, HttpResponse* error) {
+std::optional<RunSpec> SpecFromRequest(const HttpRequest& req, const std::string& state_dir,
+                                       HttpResponse* error) {
   // The media type alone (parameters such as charset ignored); a repeated header (joined with
   // ", ") never matches.
   std::string ct = req.Header("content-type");
@@ -78,7 +79,7 @@ std::optional<RunSpec> SpecFromRequest(const HttpRequest& req, HttpResponse* err
     return std::nullopt;
   }
   RunSpec spec = std::get<RunSpec>(std::move(parsed));
-  SpecError host = CheckSpecOnHost(spec);
+  SpecError host = CheckSpecOnHost(spec, state_dir);
   if (!host.message.empty()) {
     *error = SpecErrorResponse(host);
     return std::nullopt;
@@ -189,7 +190,7 @@ HttpResponse ApiHandler::Respond(const HttpRequest& req) {
   if (p == "/v1/admission") {
     if (req.method != "POST") return MethodNotAllowed("POST");
     HttpResponse error;
-    auto spec = SpecFromRequest(req, &error);
+    auto spec = SpecFromRequest(req, state_dir_, &error);
     if (!spec) return error;
     std::string id = NewRunId();
     Admission a = runner_.Plan(*spec, id);
@@ -205,7 +206,7 @@ HttpResponse ApiHandler::Respond(const HttpRequest& req) {
   if (p == "/v1/runs") {
     if (req.method == "POST") {
       HttpResponse error;
-      auto spec = SpecFromRequest(req, &error);
+      auto spec = SpecFromRequest(req, state_dir_, &error);
       if (!spec) return error;
       Result<RunRecord> created = runner_.Create(*spec);
       if (!created.ok()) return StatusResponse(created.status());

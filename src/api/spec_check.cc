@@ -68,10 +68,11 @@ SpecResult ParseSubmittedSpec(std::string_view body) {
     auto addr = ParseBrokerAddress(spec.broker.address);
     if (!addr.ok()) return SpecError{addr.status().message(), "broker.address"};
   }
+  if (auto e = ValidateFsView(spec.fs, spec.workspace)) return SpecError{e->message, e->field};
   return spec;
 }
 
-SpecError CheckSpecOnHost(const RunSpec& spec) {
+SpecError CheckSpecOnHost(const RunSpec& spec, const std::string& state_dir) {
   std::unique_ptr<char, decltype(&::free)> resolved(::realpath(spec.workspace.c_str(), nullptr),
                                                     &::free);
   if (!resolved) {
@@ -104,6 +105,7 @@ SpecError CheckSpecOnHost(const RunSpec& spec) {
       }
     }
   }
+  if (auto e = CheckFsViewOnHost(spec.fs, state_dir)) return SpecError{e->message, e->field};
   return SpecError{};
 }
 

@@ -7,7 +7,8 @@
 //                       parses;
 //   CheckSpecOnHost     what only the host can say: the workspace's realpath equals the given
 //                       path (no symlink anywhere on it) and it is a directory; a unix broker
-//                       path is a socket.
+//                       path is a socket; the file-system view's binds and hides
+//                       (CheckFsViewOnHost: the CLI's rules, one function).
 // Every error names the field: SpecError{message, field}, e.g. field "egress.allowlist[1]".
 #pragma once
 
@@ -28,7 +29,8 @@ using SpecResult = std::variant<RunSpec, SpecError>;
 
 SpecResult ParseSubmittedSpec(std::string_view body);
 // OK: an empty optional-like SpecError (field and message empty).
-SpecError CheckSpecOnHost(const RunSpec& spec);
+// `state_dir`: the worker's, which no bind may show (empty: not checked).
+SpecError CheckSpecOnHost(const RunSpec& spec, const std::string& state_dir = "");
 
 // The quoted field path at the front of a record_json error ("run spec JSON: \"a.b\": what").
 std::string FieldOfJsonError(std::string_view message);

@@ -52,6 +52,18 @@ TEST(ParseSubmittedSpec, NamesTheField) {
       {Spec("/tmp/"), "workspace"},
       {Spec("/tmp", R"(,"broker":{"address":"example.com:80"})"), "broker.address"},
       {Spec("/tmp", R"(,"broker":{"address":"unix:relative"})"), "broker.address"},
+      // The file-system view: the CLI's rules (run/fs_view.h), the JSON's field names.
+      {Spec("/tmp", R"(,"fs":{"view":"everything"})"), "fs.view"},
+      {Spec("/tmp", R"(,"fs":{"binds":[{"source":"rel"}]})"), "fs.binds[0].source"},
+      {Spec("/tmp", R"(,"fs":{"binds":[{"source":"/usr","destination":"/proc/x"}]})"),
+       "fs.binds[0].destination"},
+      {Spec("/tmp", R"(,"fs":{"binds":[{"source":"/usr","destination":"/dev/.codespace-init"}]})"),
+       "fs.binds[0].destination"},
+      {Spec("/tmp", R"(,"fs":{"binds":[{"source":"/usr","read_only":"yes"}]})"),
+       "fs.binds[0].read_only"},
+      {Spec("/tmp", R"(,"fs":{"binds":[{"source":"/usr","mode":"rw"}]})"), "fs.binds[0].mode"},
+      {Spec("/tmp", R"(,"fs":{"hide":["/proc/sys"]})"), "fs.hide[0]"},
+      {Spec("/tmp", R"(,"fs":{"hide":["/etc/../x"]})"), "fs.hide[0]"},
   };
   for (const auto& c : cases) {
     SpecResult r = ParseSubmittedSpec(c.body);
@@ -92,6 +104,29 @@ TEST(CheckSpecOnHost, WorkspaceAndBroker) {
   ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
   EXPECT_EQ(check(Spec(real, R"(,"broker":{"address":"unix:)" + sock + "\"}")).message, "");
   ::close(fd);
+}
+
+// The same host rules as the CLI's (one function): a missing or symlinked bind source, the
+// state dir, a hide that is not there.
+TEST(CheckSpecOnHost, FileSystemView) {
+  TempDir dir;
+  std::string ws = dir.path() + "/ws", state = dir.path() + "/state";
+  for (const std::string& d : {ws, state}) ASSERT_EQ(::mkdir(d.c_str(), 0755), 0);
+  auto check = [&](const std::string& fs) {
+    SpecResult r = ParseSubmittedSpec(Spec(ws, R"(,"fs":)" + fs));
+    if (auto* e = std::get_if<SpecError>(&r)) return *e;
+    return CheckSpecOnHost(std::get<RunSpec>(r), state);
+  };
+  EXPECT_EQ(check(R"({"view":"host"})").message, "");
+  EXPECT_EQ(check(R"({"binds":[{"source":")" + dir.path() + R"(","destination":"/x"}]})").field,
+            "fs.binds[0].source");  // holds the state dir
+  EXPECT_EQ(check(R"({"binds":[{"source":")" + ws + R"(/missing"}]})").field, "fs.binds[0].source");
+  EXPECT_EQ(
+      check(R"({"binds":[{"source":")" + ws + R"(","destination":"/w"}],"hide":["/w/x"]})").field,
+      "fs.hide[0]");
+  EXPECT_EQ(
+      check(R"({"binds":[{"source":")" + ws + R"(","destination":"/w"}],"hide":["/w"]})").message,
+      "");
 }
 
 TEST(FieldOfJsonError, ExtractsThePath) {

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -56,6 +57,9 @@ struct SpecFlags {
   int64_t timeout = 0;
   std::string broker;
   std::vector<std::string> broker_env;
+  std::string fs = "default";
+  std::vector<std::string> ro_binds, binds, hides;
+  std::string state_dir;  // the worker's, which no bind may show
   std::vector<std::string> command;
 };
 
@@ -80,6 +84,20 @@ void AddSpecFlags(CLI::App* app, SpecFlags* f, bool with_command) {
   app->add_option("--broker-env", f->broker_env,
                   "Also announce the broker URL in this variable (repeatable), e.g. "
                   "ANTHROPIC_BASE_URL")
+      ->allow_extra_args(false);
+  // The file-system view (run/fs_view.h, docs/view.md).
+  app->add_option("--fs", f->fs,
+                  "File-system view: default (system dirs, /etc with secrets masked, private "
+                  "/tmp and HOME, the workspace, your binds) | host (the whole host read-only)")
+      ->default_str("default");
+  app->add_option("--ro-bind", f->ro_binds,
+                  "SRC[:DST]: show host path SRC read-only at DST (default: SRC) (repeatable)")
+      ->allow_extra_args(false);
+  app->add_option("--bind", f->binds, "SRC[:DST]: the same, read-write (repeatable)")
+      ->allow_extra_args(false);
+  app->add_option("--hide", f->hides,
+                  "PATH: mask PATH inside (an empty read-only directory, or /dev/null) "
+                  "(repeatable)")
       ->allow_extra_args(false);
   app->add_option("command", f->command, "The command and its arguments, after --")->required();
 }
@@ -115,6 +133,20 @@ Result<RunSpec> SpecFromFlags(const SpecFlags& f) {
     spec.broker.env_names = f.broker_env;
   } else if (!f.broker_env.empty()) {
     return InvalidArgumentError("--broker-env needs --broker");
+  }
+  ASSIGN_OR_RETURN(spec.fs.kind, ParseFsViewKind(f.fs));
+  for (const auto& b : f.ro_binds) spec.fs.binds.push_back(ParseBindFlag(b, true));
+  for (const auto& b : f.binds) spec.fs.binds.push_back(ParseBindFlag(b, false));
+  // A later bind lies over an earlier one. Flags of two kinds lose their relative order, so a
+  // bind inside another goes after it (`--bind /p --ro-bind /p/keys` leaves /p/keys read-only).
+  std::stable_sort(spec.fs.binds.begin(), spec.fs.binds.end(),
+                   [](const FsBind& a, const FsBind& b) {
+                     return std::count(a.destination.begin(), a.destination.end(), '/') <
+                            std::count(b.destination.begin(), b.destination.end(), '/');
+                   });
+  spec.fs.hides = f.hides;
+  if (auto e = CheckFsView(spec.fs, spec.workspace, f.state_dir)) {
+    return InvalidArgumentError(e->message);
   }
   return spec;
 }
@@ -649,6 +681,7 @@ int Main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : kExitCodespaceFailed;
   }
+  for (SpecFlags* f : {&plan_flags, &run_flags, &submit_flags}) f->state_dir = state_dir;
   if (app.got_subcommand("posture")) return CmdPosture(state_dir);
   if (app.got_subcommand("plan")) return CmdPlan(plan_flags, quiet, state_dir);
   if (app.got_subcommand("run")) return CmdRun(run_flags, quiet, state_dir);

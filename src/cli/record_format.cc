@@ -42,6 +42,17 @@ std::string Egress(const RunSpec& spec) {
   return out;
 }
 
+// "default", or "host", then each bind and hide: "default; ro-bind /a; bind /b:/c; hide /d".
+std::string View(const FsView& v) {
+  std::string out(FsViewKindName(v.kind));
+  for (const FsBind& b : v.binds) {
+    out += fmt::format("; {} {}", b.read_only ? "ro-bind" : "bind", b.source);
+    if (b.destination != b.source) out += ":" + b.destination;
+  }
+  for (const std::string& h : v.hides) out += "; hide " + h;
+  return out;
+}
+
 }  // namespace
 
 std::string FormatRecord(const RunRecord& r) {
@@ -52,6 +63,7 @@ std::string FormatRecord(const RunRecord& r) {
   line("id", r.id);
   line("command", Command(r.spec));
   line("workspace", r.spec.workspace);
+  line("view", View(r.spec.fs));
   line("egress", Egress(r.spec));
   line("plan", std::string(PlanName(r.plan)));
   line("network", std::string(NetworkPostureName(r.network)) +

@@ -47,6 +47,9 @@ std::string PostureLine(const HostFacts& f) {
     line += fmt::format(" filterUnavailable={}", Quoted(f.verdict.unavailable_reason));
   }
   line += fmt::format(" allowlist={}", AllowlistOutcomeWord(f));
+  // The file-system view a run gets: its spec's (default unless it asks for host) where
+  // bubblewrap confines; the host's own where nothing does (docs/view.md).
+  line += fmt::format(" view={}", f.confines ? "default" : "host");
   if (f.require_confinement) line += " requireConfinement=yes";
   return line;
 }

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/mount_list.h"
+
 namespace codespace {
 
 struct BwrapLayout {
@@ -14,10 +16,14 @@ struct BwrapLayout {
   bool share_network = false;
   // Files bound read-only over paths inside (a filtered run's resolv.conf over /etc/resolv.conf).
   std::vector<std::pair<std::string, std::string>> ro_files;
+  // What of the host the run sees (BuildMountPlan). Default-constructed: nothing at all — no
+  // programs, so a layout that forgot its view runs nothing rather than seeing the host.
+  MountPlan view;
   // Absolute; bound read-write and the working directory. Empty: none (the trial sandbox).
   std::string workspace;
   // Paths hidden behind an empty read-only tmpfs (the worker's state dir: other runs' records
-  // and logs).
+  // and logs), where the view shows them: anywhere in the host view; in the default view only
+  // inside the workspace or a bind of the same path (elsewhere they are not there to hide).
   // Only existing directories may be listed; bubblewrap cannot create mount points in the
   // read-only root.
   std::vector<std::string> hidden_dirs;
@@ -32,10 +38,15 @@ struct BwrapLayout {
 
 // bwrap --unshare-user --disable-userns --unshare-pid --unshare-ipc --unshare-uts
 //      --unshare-cgroup-try [--unshare-net] --die-with-parent --new-session
-//      --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --tmpfs /var/tmp
-//      [--ro-bind init /dev/.codespace-init] [--bind ws ws --chdir ws] [--tmpfs hidden --remount-ro hidden]...
+//      --uid 1000 --gid 1000
+//      [--ro-bind / /] <view.base> --dev /dev --proc /proc <view.proc>
+//      --tmpfs /tmp --tmpfs /var/tmp <view.extra> [--ro-bind file dest]...
+//      [--ro-bind init /dev/.codespace-init] <view.user holding ws> [--bind ws ws --chdir ws]
+//      <view.user> [--tmpfs hidden --remount-ro hidden]... [--remount-ro /]
 //      --clearenv --setenv K V... --cap-drop ALL -- cmd
 //
+// --uid/--gid: the run is an ordinary user inside (sandbox/inside_user.h), whatever host uid
+// bubblewrap runs as.
 // Why each: own user namespace so that even a root worker's run holds no capability that counts
 // outside it, and --disable-userns so it cannot make a nested one to regain some; --cap-drop ALL
 // empties effective, permitted, inheritable, ambient and bounding sets (also for uid 0); own pid
@@ -47,12 +58,16 @@ struct BwrapLayout {
 std::vector<std::string> BuildBwrapArgv(const BwrapLayout& layout);
 
 // The trial sandbox that decides `confines`: the same confinement as a severed run (own user and
-// network namespaces, every other flag too) running /bin/true.
+// network namespaces, every other flag too) running /bin/true, in the host view (a pure
+// function cannot know the host's layout; the view's mounts are the launch's to fail on).
 std::vector<std::string> TrialSandboxArgv(const std::string& bwrap_path);
 
 // The environment a run gets: exactly its own variables, plus PATH when it set none (a command
 // must be findable; the default names only system directories).
 std::vector<std::string> SandboxEnvironment(const std::vector<std::string>& run_env);
+// The same, plus HOME=`home` when the run set no HOME (its view's private HOME).
+std::vector<std::string> SandboxEnvironment(const std::vector<std::string>& run_env,
+                                            const std::string& home);
 inline constexpr const char* kSandboxInitPath = "/dev/.codespace-init";
 inline constexpr const char* kDefaultSandboxPath =
     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";

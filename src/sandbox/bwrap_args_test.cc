@@ -16,6 +16,7 @@ BwrapLayout Layout(bool share) {
   BwrapLayout l;
   l.bwrap_path = "/usr/bin/bwrap";
   l.share_network = share;
+  l.view.whole_host = true;  // the host view: today's `--ro-bind / /`
   l.workspace = "/work/ws";
   l.hidden_dirs = {"/var/lib/codespace"};
   l.env = {"A=1", "B=x=y"};
@@ -30,13 +31,13 @@ TEST(BwrapArgsTest, SeveredArgvExactly) {
       BuildBwrapArgv(Layout(false)),
       ElementsAre("/usr/bin/bwrap", "--unshare-user", "--disable-userns", "--unshare-pid",
                   "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net",
-                  "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev",
-                  "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--ro-bind",
-                  "/opt/cs/codespace-init", "/dev/.codespace-init", "--bind", "/work/ws",
-                  "/work/ws", "--chdir", "/work/ws", "--tmpfs", "/var/lib/codespace",
-                  "--remount-ro", "/var/lib/codespace", "--clearenv", "--setenv", "A", "1", "--setenv", "B", "x=y",
-                  "--cap-drop", "ALL", "--", "/dev/.codespace-init", "3", "sh",
-                  "-c", "echo hi"));
+                  "--die-with-parent", "--new-session", "--uid", "1000", "--gid", "1000",
+                  "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+                  "--tmpfs", "/var/tmp", "--ro-bind", "/opt/cs/codespace-init",
+                  "/dev/.codespace-init", "--bind", "/work/ws", "/work/ws", "--chdir", "/work/ws",
+                  "--tmpfs", "/var/lib/codespace", "--remount-ro", "/var/lib/codespace",
+                  "--clearenv", "--setenv", "A", "1", "--setenv", "B", "x=y", "--cap-drop", "ALL",
+                  "--", "/dev/.codespace-init", "3", "sh", "-c", "echo hi"));
 }
 
 TEST(BwrapArgsTest, SharedDiffersOnlyInTheNetworkNamespace) {
@@ -94,6 +95,97 @@ TEST(BwrapArgsTest, HiddenDirsAroundTheWorkspace) {
   EXPECT_LT(at("/srv/state"), at("--bind"));
   EXPECT_GT(at("/srv/state/ws/.secrets"), at("--bind"));
   EXPECT_GT(at("/srv/statefile"), at("--bind"));  // a sibling, not a parent
+}
+
+// The default view on a merged-/usr host, whole: the system read-only, /etc with a secret
+// masked and the synthetic identity files, /proc/sys read-only, private /tmp, /var/tmp, /run and
+// HOME, the workspace, the spec's bind and hide, and the root refusing writes last. The state dir
+// is not in this view, so there is nothing to hide.
+TEST(BwrapArgsTest, DefaultViewArgvExactly) {
+  BwrapLayout l = Layout(false);
+  HostLayout host;
+  host.paths["/usr"].kind = HostPath::Kind::kDirectory;
+  host.paths["/etc"].kind = HostPath::Kind::kDirectory;
+  host.paths["/lib"] = {HostPath::Kind::kSymlink, "usr/lib", "/usr/lib",
+                        HostPath::Kind::kDirectory};
+  host.paths["/etc/shadow"].kind = HostPath::Kind::kFile;
+  host.paths["/proc/sys"].kind = HostPath::Kind::kDirectory;
+  host.paths["/opt/secret"].kind = HostPath::Kind::kDirectory;
+  FsView v;
+  v.binds = {{"/opt", "/opt", true}};
+  v.hides = {"/opt/secret"};
+  l.view = BuildMountPlan(v, host);
+  EXPECT_THAT(
+      BuildBwrapArgv(l),
+      ElementsAre("/usr/bin/bwrap", "--unshare-user", "--disable-userns", "--unshare-pid",
+                  "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net",
+                  "--die-with-parent", "--new-session", "--uid", "1000", "--gid", "1000",
+                  "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--ro-bind", "/etc",
+                  "/etc", "--ro-bind", "/dev/null", "/etc/shadow", "--perms", "0644",
+                  "--ro-bind-data", "10", "/etc/passwd", "--perms", "0644", "--ro-bind-data", "11",
+                  "/etc/group", "--dev", "/dev", "--proc", "/proc", "--ro-bind", "/proc/sys",
+                  "/proc/sys", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run",
+                  "--perms", "0700", "--tmpfs", "/home/user", "--ro-bind", "/opt/cs/codespace-init",
+                  "/dev/.codespace-init", "--bind", "/work/ws", "/work/ws", "--chdir", "/work/ws",
+                  "--ro-bind", "/opt", "/opt", "--tmpfs", "/opt/secret", "--remount-ro",
+                  "/opt/secret", "--remount-ro", "/", "--clearenv", "--setenv", "A", "1",
+                  "--setenv", "B", "x=y", "--cap-drop", "ALL", "--", "/dev/.codespace-init", "3",
+                  "sh", "-c", "echo hi"));
+}
+
+// The state dir is hidden where the view shows it: the host view, a workspace that holds it, a
+// bind of a directory that holds it; in the default view elsewhere it is simply not there.
+TEST(BwrapArgsTest, TheStateDirIsHiddenWhereTheViewShowsIt) {
+  auto hides = [](const BwrapLayout& l) {
+    auto a = BuildBwrapArgv(l);
+    return std::find(a.begin(), a.end(), "/var/lib/codespace") != a.end();
+  };
+  BwrapLayout l = Layout(false);
+  EXPECT_TRUE(hides(l));
+  l.view = BuildMountPlan(FsView{}, HostLayout{});
+  EXPECT_FALSE(hides(l));
+  l.workspace = "/var/lib";
+  EXPECT_TRUE(hides(l));
+  l.workspace = "/work/ws";
+  FsView v;
+  v.binds = {{"/var", "/var", true}};
+  l.view = BuildMountPlan(v, HostLayout{});
+  EXPECT_TRUE(hides(l));
+}
+
+// A spec bind that holds the workspace goes before the workspace's bind (or the workspace would
+// vanish under it); the others after. --remount-ro / is the last mount in the default view.
+TEST(BwrapArgsTest, SpecMountsAroundTheWorkspace) {
+  BwrapLayout l = Layout(false);
+  FsView v;
+  v.binds = {{"/srv/proj", "/work", true}, {"/srv/tools", "/tools", true}};
+  l.view = BuildMountPlan(v, HostLayout{});
+  auto a = BuildBwrapArgv(l);
+  auto at = [&](const std::string& x) { return std::find(a.begin(), a.end(), x) - a.begin(); };
+  EXPECT_LT(at("/srv/proj"), at("--bind"));
+  EXPECT_GT(at("/srv/tools"), at("--bind"));
+  auto root_ro = std::find(a.begin(), a.end(), "--clearenv") - 2;
+  EXPECT_EQ(*root_ro, "--remount-ro");
+  EXPECT_EQ(*(root_ro + 1), "/");
+}
+
+// A layout that names no view sees nothing: no root bind, no system directory (fail closed: the
+// command cannot even be found, rather than seeing the host).
+TEST(BwrapArgsTest, NoViewShowsNothing) {
+  BwrapLayout l = Layout(false);
+  l.view = MountPlan{};
+  auto a = BuildBwrapArgv(l);
+  auto ro = std::find(a.begin(), a.end(), "--ro-bind");
+  ASSERT_NE(ro, a.end());
+  EXPECT_NE(*(ro + 1), "/");
+  EXPECT_THAT(a, Not(Contains("/usr")));
+}
+
+TEST(SandboxEnvironmentTest, HomeUnlessTheRunSetsIt) {
+  EXPECT_THAT(SandboxEnvironment({"A=1"}, "/home/user"),
+              ElementsAre("A=1", std::string("PATH=") + kDefaultSandboxPath, "HOME=/home/user"));
+  EXPECT_THAT(SandboxEnvironment({"HOME=/w", "PATH=/x"}, "/home/user"),
+              ElementsAre("HOME=/w", "PATH=/x"));
 }
 
 TEST(BwrapArgsTest, MalformedEnvEntriesAreDropped) {

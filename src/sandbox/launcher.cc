@@ -2,10 +2,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -18,14 +20,14 @@
 #include <cstdlib>
 #include <optional>
 
-#include <fmt/format.h>
-
 #include "base/file_util.h"
 #include "base/process.h"
 #include "base/unique_fd.h"
 #include "net/netns.h"
 #include "relay/sandbox_relay.h"
 #include "sandbox/bwrap_args.h"
+#include "sandbox/host_layout.h"
+#include "sandbox/inside_user.h"
 
 namespace codespace {
 
@@ -60,6 +62,16 @@ constexpr size_t kPumpBudget = 4 * 1024 * 1024;
 // The output pipes' size: the unprivileged maximum (/proc/sys/fs/pipe-max-size) instead of the
 // default 64 KiB.
 constexpr int kOutputPipeBytes = 1024 * 1024;
+
+// A sealed-size memory file holding `text`, read from its start (bubblewrap's --ro-bind-data
+// reads it to EOF).
+Result<UniqueFd> MemoryFile(const char* name, const std::string& text) {
+  UniqueFd fd(::memfd_create(name, MFD_CLOEXEC));
+  if (!fd) return ErrnoError(fmt::format("memfd_create({})", name), errno);
+  RETURN_IF_ERROR(WriteAll(fd.get(), text.data(), text.size()));
+  if (::lseek(fd.get(), 0, SEEK_SET) != 0) return ErrnoError("lseek(memfd, 0)", errno);
+  return fd;
+}
 
 // How codespace-init said the command ended ("started" comes first; then one of these).
 std::optional<RunOutcome> ParseInitLine(const std::string& line, const std::string& command) {
@@ -161,8 +173,22 @@ class Launch {
     SpawnOptions o;
     o.fds = {{out->write.get(), 1}, {err->write.get(), 2}, {status->write.get(), kStatusFd}};
     if (net_) o.netns_fd = net_->netns_fd();
+    // The synthetic /etc/passwd and /etc/group: bubblewrap reads them from these fds (kept
+    // until Spawn has handed them over) — no file a run's uid would need to reach on the host.
+    UniqueFd passwd, group;
     if (confined) {
+      MountPlan view = BuildMountPlan(r_.spec.fs, ReadHostLayout(r_.spec.fs));
+      auto p = MemoryFile("passwd", InsidePasswd(view.home));
+      auto g = MemoryFile("group", InsideGroup());
+      for (auto* f : {&p, &g}) {
+        if (!f->ok()) return RunOutcome::Aborted("sandbox setup failed: " + f->status().message());
+      }
+      passwd = std::move(*p);
+      group = std::move(*g);
+      o.fds.emplace_back(passwd.get(), kPasswdFd);
+      o.fds.emplace_back(group.get(), kGroupFd);
       BwrapLayout l;
+      l.view = std::move(view);
       l.bwrap_path = r_.bwrap_path;
       // Shared keeps the worker's namespace; Filtered the run's (bubblewrap starts inside it).
       l.share_network = r_.decision.plan == Plan::kShared || net_ != nullptr;
@@ -170,7 +196,7 @@ class Launch {
       if (!r_.broker_socket.empty()) l.ro_files.emplace_back(r_.broker_socket, kSandboxBrokerSocketPath);
       l.workspace = r_.spec.workspace;
       l.hidden_dirs = r_.hidden_dirs;
-      l.env = SandboxEnvironment(r_.spec.env);
+      l.env = SandboxEnvironment(r_.spec.env, l.view.home);
       l.init_path = r_.init_path;
       l.command = command;
       o.argv = BuildBwrapArgv(l);

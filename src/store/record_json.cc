@@ -128,6 +128,57 @@ Json EgressToValue(const EgressPolicy& policy) {
   return value;
 }
 
+// The run's file-system view (run/fs_view.h): always written, so a record says which it got.
+Json FsViewToValue(const FsView& view) {
+  Json binds = Json::array();
+  for (const FsBind& b : view.binds) {
+    Json one = Json::object();
+    one["source"] = b.source;
+    one["destination"] = b.destination;
+    one["read_only"] = b.read_only;
+    binds.push_back(std::move(one));
+  }
+  Json value = Json::object();
+  value["view"] = std::string(FsViewKindName(view.kind));
+  value["binds"] = std::move(binds);
+  value["hide"] = view.hides;
+  return value;
+}
+
+// Every field may be missing: an absent "fs" (or "view") is the default view.
+Result<FsView> FsViewFromValue(const Json& value, std::string_view path) {
+  RETURN_IF_ERROR(CheckObject(value, path, {"view", "binds", "hide"}));
+  FsView view;
+  if (const Json* kind = FindField(value, "view")) {
+    ASSIGN_OR_RETURN(std::string text, ReadString(*kind, Child(path, "view")));
+    ASSIGN_OR_RETURN(view.kind, ParseNamed(ParseFsViewKind(text), Child(path, "view")));
+  }
+  if (const Json* binds = FindField(value, "binds")) {
+    const std::string bpath = Child(path, "binds");
+    if (!binds->is_array()) return TypeError(bpath, "an array of binds", *binds);
+    for (size_t i = 0; i < binds->size(); ++i) {
+      const Json& one = (*binds)[i];
+      const std::string at = Element(bpath, i);
+      RETURN_IF_ERROR(CheckObject(one, at, {"source", "destination", "read_only"}));
+      FsBind b;
+      ASSIGN_OR_RETURN(b.source, RequiredString(one, at, "source"));
+      b.destination = b.source;
+      if (const Json* dst = FindField(one, "destination")) {
+        ASSIGN_OR_RETURN(b.destination, ReadString(*dst, Child(at, "destination")));
+      }
+      if (const Json* ro = FindField(one, "read_only")) {
+        if (!ro->is_boolean()) return TypeError(Child(at, "read_only"), "a boolean", *ro);
+        b.read_only = ro->get<bool>();
+      }
+      view.binds.push_back(std::move(b));
+    }
+  }
+  if (const Json* hides = FindField(value, "hide")) {
+    ASSIGN_OR_RETURN(view.hides, ReadStringArray(*hides, Child(path, "hide")));
+  }
+  return view;
+}
+
 Json SpecToValue(const RunSpec& spec) {
   Json value = Json::object();
   value["argv"] = spec.argv;
@@ -141,6 +192,7 @@ Json SpecToValue(const RunSpec& spec) {
     b["env"] = spec.broker.env_names;
     value["broker"] = b;
   }
+  value["fs"] = FsViewToValue(spec.fs);
   return value;
 }
 
@@ -240,8 +292,8 @@ Result<EgressPolicy> EgressFromValue(const Json& value, std::string_view path) {
 }
 
 Result<RunSpec> SpecFromValue(const Json& value, std::string_view path) {
-  RETURN_IF_ERROR(CheckObject(value, path,
-                              {"argv", "env", "workspace", "egress", "timeout_seconds", "broker"}));
+  RETURN_IF_ERROR(CheckObject(
+      value, path, {"argv", "env", "workspace", "egress", "timeout_seconds", "broker", "fs"}));
   RunSpec spec;
   ASSIGN_OR_RETURN(const Json* argv, RequiredField(value, path, "argv"));
   ASSIGN_OR_RETURN(spec.argv, ReadStringArray(*argv, Child(path, "argv")));
@@ -264,6 +316,9 @@ Result<RunSpec> SpecFromValue(const Json& value, std::string_view path) {
     if (const Json* names = FindField(*broker, "env")) {
       ASSIGN_OR_RETURN(spec.broker.env_names, ReadStringArray(*names, Child(bpath, "env")));
     }
+  }
+  if (const Json* fs = FindField(value, "fs")) {
+    ASSIGN_OR_RETURN(spec.fs, FsViewFromValue(*fs, Child(path, "fs")));
   }
   return spec;
 }

@@ -63,6 +63,34 @@ TEST(RunSpecJsonTest, OptionalFieldsDefault) {
   EXPECT_EQ(parsed->egress.mode, SandboxEgressPolicy::kNone);
 }
 
+// The file-system view is in every spec written (so a record says which the run got), and an
+// absent one reads as the default view.
+TEST(RunSpecJsonTest, FileSystemViewRoundTripsAndDefaults) {
+  RunSpec spec;
+  spec.argv = {"true"};
+  spec.workspace = "/w";
+  EXPECT_THAT(RunSpecToJson(spec), HasSubstr(R"("fs":{"view":"default","binds":[],"hide":[]})"));
+  spec.fs.kind = FsViewKind::kHost;
+  spec.fs.binds = {{"/opt/a", "/opt/a", true}, {"/srv/d", "/data", false}};
+  spec.fs.hides = {"/opt/a/.env"};
+  std::string json = RunSpecToJson(spec);
+  EXPECT_THAT(json, HasSubstr(R"("fs":{"view":"host","binds":[{"source":"/opt/a","destination":)"
+                              R"("/opt/a","read_only":true},{"source":"/srv/d","destination":)"
+                              R"("/data","read_only":false}],"hide":["/opt/a/.env"]})"));
+  Result<RunSpec> parsed = RunSpecFromJson(json);
+  ASSERT_OK(parsed);
+  EXPECT_EQ(*parsed, spec);
+  Result<RunSpec> brief = RunSpecFromJson(
+      R"({"argv":["ls"],"workspace":"/w","egress":{"mode":"none"},"fs":{"binds":[{"source":"/x"}]}})");
+  ASSERT_OK(brief);
+  EXPECT_EQ(brief->fs.kind, FsViewKind::kDefault);
+  EXPECT_EQ(brief->fs.binds, (std::vector<FsBind>{{"/x", "/x", true}}));
+  Result<RunSpec> none =
+      RunSpecFromJson(R"({"argv":["ls"],"workspace":"/w","egress":{"mode":"none"}})");
+  ASSERT_OK(none);
+  EXPECT_TRUE(none->fs.is_default());
+}
+
 TEST(RunSpecJsonTest, InvalidUtf8IsReplacedNotThrown) {
   RunSpec spec;
   spec.argv = {"echo", std::string("bad\xff\xfe")};

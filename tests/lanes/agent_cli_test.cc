@@ -1,8 +1,9 @@
 // The real agent CLIs (npm @anthropic-ai/claude-code and @openai/codex, installed by `make test`
-// under /var/cache/codespace-agents) run as the sandboxed command, with their model API pointed
-// at the broker relay and a stub model API behind it, dummy keys, and a writable HOME in the
-// workspace. Each prints the stub's answer; in the same lane a direct connection to a
-// non-allowlisted address fails.
+// under /var/cache/codespace-agents) run as the sandboxed command, in the default file-system
+// view with their install directory given by --ro-bind and the view's private HOME, with their
+// model API pointed at the broker relay and a stub model API behind it, and dummy keys. Each
+// prints the stub's answer; in the same lane a direct connection to a non-allowlisted address
+// fails. And the README's quick start, run as written.
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
+constexpr const char* kAgentsDir = "/var/cache/codespace-agents";
 constexpr const char* kAgents = "/var/cache/codespace-agents/node_modules/.bin";
 
 std::string Claude() { return fmt::format("{}/claude", kAgents); }
@@ -53,9 +55,6 @@ class AgentCliTest : public ::testing::TestWithParam<Lane> {
     }
     install_ = std::make_unique<StagedInstall>(GetParam().uid);
     ASSERT_TRUE(install_->ok()) << install_->error();
-    home_ = install_->workspace() + "/home";
-    ASSERT_TRUE(MakeDirs(home_, 0755).ok());
-    ASSERT_EQ(::chown(home_.c_str(), GetParam().uid, GetParam().uid), 0);
     auto stub = StubModelApi::StartUnix(install_->root() + "/broker.sock");
     ASSERT_TRUE(stub.ok()) << stub.status().ToString();
     stub_ = std::move(*stub);
@@ -68,8 +67,9 @@ class AgentCliTest : public ::testing::TestWithParam<Lane> {
     }
   }
   CliResult Run(const std::vector<std::string>& cmd, const std::vector<std::string>& broker_env) {
-    std::vector<std::string> a = {"run", "--workspace", install_->workspace(),  "--timeout",
-                                  "120", "--broker",    stub_->broker_address()};
+    std::vector<std::string> a = {"run",     "--workspace", install_->workspace(),   "--timeout",
+                                  "120",     "--broker",    stub_->broker_address(), "--ro-bind",
+                                  kAgentsDir};
     for (const auto& e : broker_env) {
       a.push_back("--broker-env");
       a.push_back(e);
@@ -80,8 +80,8 @@ class AgentCliTest : public ::testing::TestWithParam<Lane> {
       for (const char* f : {"--egress", "none"}) a.push_back(f);
     }
     for (const std::string& e :
-         {"HOME=" + home_, std::string("ANTHROPIC_API_KEY=dummy"),
-          std::string("OPENAI_API_KEY=dummy"), std::string("DISABLE_TELEMETRY=1"),
+         {std::string("ANTHROPIC_API_KEY=dummy"), std::string("OPENAI_API_KEY=dummy"),
+          std::string("DISABLE_TELEMETRY=1"),
           std::string("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"),
           std::string("DISABLE_AUTOUPDATER=1"), std::string("CI=1")}) {
       a.push_back("--env");
@@ -101,7 +101,6 @@ class AgentCliTest : public ::testing::TestWithParam<Lane> {
   std::unique_ptr<StagedInstall> install_;
   std::unique_ptr<StubModelApi> stub_;
   std::unique_ptr<FakeInternet> net_;
-  std::string home_;
 };
 
 TEST_P(AgentCliTest, ClaudePrintsTheStubsAnswerThroughTheRelay) {
@@ -121,6 +120,47 @@ TEST_P(AgentCliTest, CodexPrintsTheStubsAnswerThroughTheRelay) {
 TEST_P(AgentCliTest, ADirectConnectionToANonAllowlistedAddressFails) {
   CliResult r = Run({install_->probe(), "no-connect", "203.0.113.20", "80"}, {});
   EXPECT_EQ(r.code(), 0) << Describe(r);
+}
+
+// The README's quick start, between its quick-start markers, as a shell runs it: the block's
+// comment lines and fences dropped, nothing else changed.
+std::string ReadmeQuickStart() {
+  auto readme = ReadFileToString(CODESPACE_README_PATH);
+  if (!readme.ok()) return "";
+  const std::string begin = "<!-- quick-start:begin -->", end = "<!-- quick-start:end -->";
+  size_t b = readme->find(begin), e = readme->find(end);
+  if (b == std::string::npos || e == std::string::npos || e < b) return "";
+  std::string block = readme->substr(b + begin.size(), e - b - begin.size()), script;
+  for (size_t at = 0; at < block.size();) {
+    size_t nl = block.find('\n', at);
+    if (nl == std::string::npos) nl = block.size();
+    std::string line = block.substr(at, nl - at);
+    at = nl + 1;
+    if (line.rfind("```", 0) == 0 || line.rfind("#", 0) == 0 || line.empty()) continue;
+    script += line + "\n";
+  }
+  return script;
+}
+
+// The quick start names `codespace` on PATH, the workspace as the current directory and the
+// broker's socket as $BROKER: the staged install, its workspace, the stub.
+TEST_P(AgentCliTest, TheReadmeQuickStartRunsAsWritten) {
+  if (GetParam().filtered || GetParam().uid != 0)
+    GTEST_SKIP() << "the quick start is a root, --egress none run";
+  const std::string script = ReadmeQuickStart();
+  ASSERT_THAT(script, HasSubstr("codespace run")) << "no quick start in " << CODESPACE_README_PATH;
+  std::string broker = stub_->broker_address();
+  ASSERT_EQ(broker.rfind("unix:", 0), 0u);
+  auto env = CodespaceEnvironment(*install_,
+                                  {{"PATH", install_->root() + "/bin:/usr/local/bin:/usr/bin:/bin"},
+                                   {"BROKER", broker.substr(5)}});
+  auto r = RunCommand({"/bin/sh", "-c", "cd \"$0\" && " + script, install_->workspace()}, env);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status.ShellCode(), 0) << script << r->output;
+  EXPECT_THAT(r->output, HasSubstr("stub says hi")) << script << r->output;
+  EXPECT_FALSE(stub_->RequestsTo("/v1/messages").empty());
+  auto rec = LatestRecord(*install_);
+  EXPECT_EQ(rec["spec"]["fs"]["view"], "default") << rec.dump();
 }
 
 INSTANTIATE_TEST_SUITE_P(Lanes, AgentCliTest,

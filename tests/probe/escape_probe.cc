@@ -15,6 +15,18 @@
 //   escape_probe listen PORT SECONDS    a TCP listener on 127.0.0.1:PORT for the lanes that
 //                                       build their own network namespace (exits after SECONDS)
 //
+// For the file-system view (docs/view.md). Nothing is ever written: writability is tested by
+// open(O_WRONLY) without O_CREAT or O_TRUNC, which changes nothing (a sysctl is set by write(2),
+// never by open).
+//   escape_probe no-write-open PATH     21: open(PATH, O_WRONLY) worked
+//   escape_probe absent PATH            22: PATH exists (lstat)
+//   escape_probe no-read PATH           23: reading PATH gave bytes
+//   escape_probe no-mkdir PATH          26: mkdir(PATH) worked (removed again at once)
+//   escape_probe no-unix-connect PATH   24: a connection to the unix socket PATH was made
+//   escape_probe no-abstract-connect N  25: a connection to the abstract unix socket N was made
+//   escape_probe unix-connect PATH      0 connected, 1 not (abstract-connect N the same)
+//   escape_probe whoami                 prints uid, gid, getpwuid's name and home, and $HOME
+//
 // For the filtered-egress tests (ADDR is IPv4 or IPv6 wherever it is taken):
 //   escape_probe connect-name NAME PORT getaddrinfo, then TCP connect (3 s each address):
 //                                       0 connected, 3 not resolved, 1 no address connected
@@ -39,14 +51,17 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -755,6 +770,82 @@ int Gateway() {
   return 1;
 }
 
+// ---- File-system view actions -----------------------------------------------------------------
+
+int NoWriteOpen(const char* path) {
+  int fd = ::open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    std::printf("open(%s, O_WRONLY): %s\n", path, std::strerror(errno));
+    return 0;
+  }
+  ::close(fd);  // nothing written
+  std::printf("open(%s, O_WRONLY): opened\n", path);
+  return 21;
+}
+
+int Absent(const char* path) {
+  struct stat st {};
+  if (::lstat(path, &st) != 0) {
+    std::printf("lstat(%s): %s\n", path, std::strerror(errno));
+    return 0;
+  }
+  std::printf("lstat(%s): exists (mode %o)\n", path, st.st_mode);
+  return 22;
+}
+
+int NoRead(const char* path) {
+  int fd = ::open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    std::printf("open(%s, O_RDONLY): %s\n", path, std::strerror(errno));
+    return 0;
+  }
+  char buf[64];
+  ssize_t n = ::read(fd, buf, sizeof(buf));
+  int e = errno;
+  ::close(fd);
+  if (n > 0) {
+    std::printf("read(%s): %zd bytes\n", path, n);
+    return 23;
+  }
+  std::printf("read(%s): %s\n", path, n == 0 ? "nothing (EOF)" : std::strerror(e));
+  return 0;
+}
+
+int NoMkdir(const char* path) {
+  if (::mkdir(path, 0700) != 0) {
+    std::printf("mkdir(%s): %s\n", path, std::strerror(errno));
+    return 0;
+  }
+  ::rmdir(path);
+  std::printf("mkdir(%s): created (removed again)\n", path);
+  return 26;
+}
+
+// Connects to a unix stream socket at `name` (a path, or with `abstract` an abstract name).
+bool UnixConnect(const char* name, bool abstract) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  size_t n = std::strlen(name);
+  if (n + 2 > sizeof(a.sun_path)) return false;
+  std::memcpy(a.sun_path + (abstract ? 1 : 0), name, n);
+  socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + n + (abstract ? 1 : 0));
+  int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return false;
+  int rc = ::connect(s, reinterpret_cast<sockaddr*>(&a), len);
+  std::printf("connect(unix %s%s): %s\n", abstract ? "@" : "", name,
+              rc == 0 ? "connected" : std::strerror(errno));
+  ::close(s);
+  return rc == 0;
+}
+
+int WhoAmI() {
+  const passwd* pw = ::getpwuid(::getuid());
+  const char* home = std::getenv("HOME");
+  std::printf("uid=%u gid=%u name=%s pwhome=%s HOME=%s\n", ::getuid(), ::getgid(),
+              pw ? pw->pw_name : "?", pw ? pw->pw_dir : "?", home ? home : "-");
+  return pw ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -779,6 +870,15 @@ int main(int argc, char** argv) {
   if (a == "raw-socket") return RawSocket();
   if (a == "netadmin") return NetAdmin();
   if (a == "gateway") return Gateway();
+  if (a == "no-write-open" && argc == 3) return NoWriteOpen(argv[2]);
+  if (a == "absent" && argc == 3) return Absent(argv[2]);
+  if (a == "no-read" && argc == 3) return NoRead(argv[2]);
+  if (a == "no-mkdir" && argc == 3) return NoMkdir(argv[2]);
+  if (a == "no-unix-connect" && argc == 3) return UnixConnect(argv[2], false) ? 24 : 0;
+  if (a == "no-abstract-connect" && argc == 3) return UnixConnect(argv[2], true) ? 25 : 0;
+  if (a == "unix-connect" && argc == 3) return UnixConnect(argv[2], false) ? 0 : 1;
+  if (a == "abstract-connect" && argc == 3) return UnixConnect(argv[2], true) ? 0 : 1;
+  if (a == "whoami") return WhoAmI();
   std::fprintf(stderr, "escape_probe: unknown action\n");
   return 2;
 }
