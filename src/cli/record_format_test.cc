@@ -37,5 +37,18 @@ TEST(RecordFormatTest, NoSetupLineForARunThatNeverStarted) {
   EXPECT_THAT(FormatRecord(r), Not(HasSubstr("setup:")));
 }
 
+// The file-system view the run asked for (docs/view.md), each bind and hide.
+TEST(RecordFormatTest, ViewLine) {
+  RunRecord r = Ended();
+  EXPECT_THAT(FormatRecord(r), HasSubstr("\nview:      default\n"));
+  r.spec.fs.binds = {{"/opt/a", "/opt/a", true}, {"/srv/d", "/data", false}};
+  r.spec.fs.hides = {"/opt/a/.env"};
+  EXPECT_THAT(
+      FormatRecord(r),
+      HasSubstr("\nview:      default; ro-bind /opt/a; bind /srv/d:/data; hide /opt/a/.env\n"));
+  r.spec.fs = FsView{FsViewKind::kHost, {}, {}};
+  EXPECT_THAT(FormatRecord(r), HasSubstr("\nview:      host\n"));
+}
+
 }  // namespace
 }  // namespace codespace

@@ -83,7 +83,7 @@ TEST(PostureLineTest, ConfiningHostThatCannotFilter) {
   EXPECT_EQ(PostureLine(f),
             "posture uid=1654 confines=yes bwrap=/usr/bin/bwrap tools=yes canFilter=no "
             "filterUnavailable=\"cannot create a network namespace: Operation not permitted\" "
-            "allowlist=severed");
+            "allowlist=severed view=default");
 }
 
 TEST(PostureLineTest, ConfiningHostThatFilters) {
@@ -91,7 +91,7 @@ TEST(PostureLineTest, ConfiningHostThatFilters) {
   f.uid = 0;
   EXPECT_EQ(PostureLine(f),
             "posture uid=0 confines=yes bwrap=/usr/bin/bwrap tools=yes canFilter=yes "
-            "allowlist=filtered");
+            "allowlist=filtered view=default");
 }
 
 TEST(PostureLineTest, UnconfinedSaysWhyAndWhatHappensToAllowlists) {
@@ -99,6 +99,8 @@ TEST(PostureLineTest, UnconfinedSaysWhyAndWhatHappensToAllowlists) {
               HasSubstr("confines=no bwrap=none confineError=\"bubblewrap not found\""));
   EXPECT_THAT(PostureLine(Facts(false, true, false)), HasSubstr("allowlist=filtered-or-aborted"));
   EXPECT_THAT(PostureLine(Facts(false, false, false)), HasSubstr("allowlist=refused"));
+  // No bubblewrap, no view: the command sees the host (docs/view.md).
+  EXPECT_THAT(PostureLine(Facts(false, true, false)), HasSubstr(" view=host"));
 }
 
 TEST(PostureLineTest, QuotesAreEscaped) {

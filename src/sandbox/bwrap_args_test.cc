@@ -169,6 +169,25 @@ TEST(BwrapArgsTest, SpecMountsAroundTheWorkspace) {
   EXPECT_EQ(*(root_ro + 1), "/");
 }
 
+// A workspace under the private /tmp, or under a directory the default view does not show
+// (a home): bound after the tmpfs mounts, before the root turns read-only, and its bind is the
+// only thing of /home the run sees besides its own HOME.
+TEST(BwrapArgsTest, AWorkspaceUnderTmpOrAHiddenDirectory) {
+  for (const char* ws : {"/tmp/job/ws", "/home/alice/proj", "/var/lib/ci/ws"}) {
+    BwrapLayout l = Layout(false);
+    l.workspace = ws;
+    l.view = BuildMountPlan(FsView{}, HostLayout{});
+    auto a = BuildBwrapArgv(l);
+    auto at = [&](const std::string& x) { return std::find(a.begin(), a.end(), x) - a.begin(); };
+    EXPECT_LT(at("/tmp"), at("--bind")) << ws;
+    EXPECT_LT(at("/home/user"), at("--bind")) << ws;
+    EXPECT_EQ(a[at("--bind") + 1], ws);
+    EXPECT_LT(at("--bind"), std::find(a.begin(), a.end(), "--clearenv") - a.begin() - 2) << ws;
+    EXPECT_THAT(a, Not(Contains("/home"))) << ws;
+    EXPECT_THAT(a, Not(Contains("/var/lib"))) << ws;
+  }
+}
+
 // A layout that names no view sees nothing: no root bind, no system directory (fail closed: the
 // command cannot even be found, rather than seeing the host).
 TEST(BwrapArgsTest, NoViewShowsNothing) {
