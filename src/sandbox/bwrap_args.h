@@ -16,6 +16,9 @@ struct BwrapLayout {
   std::vector<std::pair<std::string, std::string>> ro_files;
   // Absolute; bound read-write and the working directory. Empty: none (the trial sandbox).
   std::string workspace;
+  // Where bubblewrap binds the workspace from (identity/: a root worker's idmapped workspace,
+  // attached at the run's lease dir); empty: the workspace itself.
+  std::string workspace_source;
   // Paths hidden behind an empty read-only tmpfs (the worker's state dir: other runs' records
   // and logs).
   // Only existing directories may be listed; bubblewrap cannot create mount points in the
