@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -66,10 +67,17 @@ Status RemoveLeaseDir(const std::string& dir) {
 Result<UniqueFd> MakeMappingUserns(const std::string& uid_map, const std::string& gid_map) {
   ASSIGN_OR_RETURN(Pipe ready, MakePipe());
   ASSIGN_OR_RETURN(Pipe hold, MakePipe());
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoError("fork(user namespace helper)", errno);
   if (pid == 0) {
-    // Only raw syscalls: the caller may have threads. It waits on `hold` until killed.
+    // Only raw syscalls: the caller may have threads. It waits on `hold` until killed, or until
+    // its caller dies (the death signal; and `hold` reads EOF once the caller's end is gone,
+    // this copy of it closed here).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(0);
+    ::close(hold.write.get());
+    ::close(ready.read.get());
     char ok = ::unshare(CLONE_NEWUSER) == 0 ? 'u' : 'e';
     ssize_t ignored = ::write(ready.write.get(), &ok, 1);
     (void)ignored;

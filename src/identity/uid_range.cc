@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <grp.h>
 #include <pwd.h>
+#include <unistd.h>
 
 #include <charconv>
 
@@ -61,6 +62,38 @@ void AccountIds(std::vector<AccountId>* users, std::vector<AccountId>* groups) {
   ::setgrent();
   while (group* g = ::getgrent()) groups->push_back({g->gr_name, g->gr_gid});
   ::endgrent();
+}
+
+bool RangeIsMapped(const UidRange& range, std::string_view id_map) {
+  size_t at = 0;
+  while (at < id_map.size()) {
+    size_t end = id_map.find('\n', at);
+    if (end == std::string_view::npos) end = id_map.size();
+    std::string_view line = id_map.substr(at, end - at);
+    at = end + 1;
+    uint64_t v[3] = {0, 0, 0};
+    size_t pos = 0;
+    int got = 0;
+    for (; got < 3; ++got) {
+      while (pos < line.size() && line[pos] == ' ') ++pos;
+      const char* b = line.data() + pos;
+      auto [p, ec] = std::from_chars(b, line.data() + line.size(), v[got]);
+      if (ec != std::errc()) break;
+      pos += static_cast<size_t>(p - b);
+    }
+    if (got == 3 && range.first >= v[0] && uint64_t{range.last()} < v[0] + v[2]) return true;
+  }
+  return false;
+}
+
+bool PerRunIdentityHere() {
+  if (::geteuid() != 0) return false;
+  auto range = ParseUidRange(GetEnv(kRunUidsEnv, kDefaultRunUids));
+  if (!range.ok()) return true;
+  auto uid_map = ReadFileToString("/proc/self/uid_map");
+  auto gid_map = ReadFileToString("/proc/self/gid_map");
+  return uid_map.ok() && gid_map.ok() && RangeIsMapped(*range, *uid_map) &&
+         RangeIsMapped(*range, *gid_map);
 }
 
 Result<UidRange> RunUidRangeFromEnvironment() {

@@ -47,6 +47,17 @@ Status CheckRangeFree(const UidRange& range, const std::vector<AccountId>& users
 // Every user and every group the host knows (getpwent, getgrent).
 void AccountIds(std::vector<AccountId>* users, std::vector<AccountId>* groups);
 
+// Whether every id of `range` is mapped in `id_map`, the text of /proc/self/uid_map or gid_map
+// ("INSIDE OUTSIDE COUNT" lines).
+bool RangeIsMapped(const UidRange& range, std::string_view id_map);
+
+// Whether this process gives each run a uid of its own: it is root, and can become every uid and
+// gid of the configured range (the initial user namespace, or one that maps the range). A root of
+// a user namespace that does not map it (a rootless container's "root") is an ordinary uid to
+// the host, with nothing to hand out: its runs keep its uid, like an unprivileged worker's. A
+// range that does not parse counts as per-run, so that its error refuses the worker.
+bool PerRunIdentityHere();
+
 // The configured range (CODESPACE_RUN_UIDS, else kDefaultRunUids), checked against the host's
 // accounts. The error says what to change.
 Result<UidRange> RunUidRangeFromEnvironment();

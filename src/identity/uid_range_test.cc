@@ -81,6 +81,16 @@ TEST(CheckRangeFreeTest, TheDefaultRangeIsFreeOnThisHost) {
   EXPECT_FALSE(CheckRangeFree(UidRange{0, 10}, users, groups).ok());
 }
 
+TEST(RangeIsMappedTest, Table) {
+  UidRange r{600000, 65536};
+  EXPECT_TRUE(RangeIsMapped(r, "         0          0 4294967295\n"));  // the initial namespace
+  EXPECT_FALSE(RangeIsMapped(r, "         0       1654          1\n"));  // a rootless root
+  EXPECT_TRUE(RangeIsMapped(r, "0 1654 1\n1 100000 700000\n"));
+  EXPECT_FALSE(RangeIsMapped(r, "0 0 665535\n"));  // one short
+  EXPECT_TRUE(RangeIsMapped(r, "600000 0 65536\n"));
+  EXPECT_FALSE(RangeIsMapped(r, ""));
+}
+
 TEST(RunUidRangeFromEnvironmentTest, ARangeHoldingSystemAccountsIsRefused) {
   const char* before = std::getenv(kRunUidsEnv);
   std::string saved = before ? before : "";

@@ -154,7 +154,7 @@ HostFacts ProbeHost(const ProbeOptions& options) {
 }
 
 void ProbeIdentity(HostFacts* f) {
-  if (::geteuid() != 0) {
+  if (!PerRunIdentityHere()) {
     f->identity = "worker-uid";
     return;
   }

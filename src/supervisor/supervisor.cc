@@ -266,7 +266,7 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
   // its workspace idmapped for it. A failure aborts the run: it never runs as root. Declared
   // before the bridge: its lease dir (the relay socket's) outlives the bridge.
   std::unique_ptr<RunIdentity> identity;
-  if (::geteuid() == 0) {
+  if (PerRunIdentityHere()) {
     auto prepared = PrepareRunIdentity(record->spec.workspace);
     if (prepared.ok()) {
       identity = std::move(*prepared);
