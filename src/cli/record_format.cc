@@ -86,8 +86,8 @@ std::string FormatRecord(const RunRecord& r) {
   if (r.setup_ms)
     line("setup", fmt::format("{} ms (sandbox and network, until the command ran)", *r.setup_ms));
   if (r.host_uid) {
-    line("host uid", fmt::format("{} gid {} (leased for this run)", *r.host_uid,
-                                 r.host_gid.value_or(-1)));
+    line("host uid",
+         fmt::format("{} gid {} (leased for this run)", *r.host_uid, r.host_gid.value_or(-1)));
   }
   line("finished", Time(r.ended_ms));
   return out;

@@ -83,7 +83,7 @@ TEST(CheckRangeFreeTest, TheDefaultRangeIsFreeOnThisHost) {
 
 TEST(RangeIsMappedTest, Table) {
   UidRange r{600000, 65536};
-  EXPECT_TRUE(RangeIsMapped(r, "         0          0 4294967295\n"));  // the initial namespace
+  EXPECT_TRUE(RangeIsMapped(r, "         0          0 4294967295\n"));   // the initial namespace
   EXPECT_FALSE(RangeIsMapped(r, "         0       1654          1\n"));  // a rootless root
   EXPECT_TRUE(RangeIsMapped(r, "0 1654 1\n1 100000 700000\n"));
   EXPECT_FALSE(RangeIsMapped(r, "0 0 665535\n"));  // one short

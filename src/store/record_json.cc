@@ -327,8 +327,8 @@ Result<RunRecord> RecordFromValue(const Json& value) {
       return FieldError("setup_ms", "must not be negative");
     }
   }
-  for (auto [name, field] : {std::pair{"host_uid", &record.host_uid},
-                             std::pair{"host_gid", &record.host_gid}}) {
+  for (auto [name, field] :
+       {std::pair{"host_uid", &record.host_uid}, std::pair{"host_gid", &record.host_gid}}) {
     if (const Json* id = FindField(value, name)) {
       ASSIGN_OR_RETURN(*field, ReadOptionalInt64(*id, name));
       if (*field && (**field < 0 || **field > UINT32_MAX)) {
