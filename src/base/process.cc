@@ -7,6 +7,8 @@
 #include <sched.h>
 #include <signal.h>
 #include <linux/capability.h>
+#include <linux/keyctl.h>
+#include <grp.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -48,7 +50,11 @@ struct ChildError {
 constexpr const char* kStepNames[] = {"execve",       "unshare",     "chdir",
                                       "dup2",         "setsid",      "write uid_map",
                                       "bring up lo",  "setns(CLONE_NEWNET)", "bind files",
-                                      "drop capabilities"};
+                                      "drop capabilities",
+                                      "attach the idmapped workspace (unshare(CLONE_NEWNS), "
+                                      "move_mount)",
+                                      "become the run's uid (setgroups, setresgid, setresuid)",
+                                      "keyctl(KEYCTL_JOIN_SESSION_KEYRING)"};
 
 [[noreturn]] void ChildFail(int fd, int step) {
   ChildError e{step, errno};
@@ -341,6 +347,33 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
         next = std::max(next, t + 1);
       }
       ::syscall(SYS_close_range, next, ~0u, CLOSE_RANGE_CLOEXEC);
+    }
+    // The run's own identity (see SpawnOptions): mounts while still root, then the uid, then
+    // the keyring (made by, and so owned by, the uid the program runs as).
+    if (o.mount_fd >= 0) {
+      if (::unshare(CLONE_NEWNS) != 0 ||
+          ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0 ||
+          ::move_mount(o.mount_fd, "", AT_FDCWD, o.mount_target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+        ChildFail(efd, 10);
+      }
+    }
+    if (o.uid != static_cast<uid_t>(-1)) {
+      if (o.drop_capabilities) {
+        // Now, while CAP_SETPCAP is held; after setresuid it is gone.
+        for (int cap = 0; cap <= 63; ++cap) {
+          if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) ChildFail(efd, 11);
+        }
+      }
+      if (::setgroups(0, nullptr) != 0 || ::setresgid(o.gid, o.gid, o.gid) != 0 ||
+          ::setresuid(o.uid, o.uid, o.uid) != 0) {
+        ChildFail(efd, 11);
+      }
+    }
+    if (o.new_session_keyring) {
+      if (::syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr, 0, 0, 0) < 0) ChildFail(efd, 12);
+      if (o.uid != static_cast<uid_t>(-1)) {
+        ::syscall(SYS_keyctl, KEYCTL_CLEAR, KEY_SPEC_USER_KEYRING, 0, 0, 0);
+      }
     }
     if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) ChildFail(efd, 2);
     // exec keeps what is ignored: a caller's SIG_IGN (the supervisor ignores SIGPIPE) would

@@ -57,6 +57,23 @@ struct SpawnOptions {
   // PR_SET_PDEATHSIG: the signal the child gets when this thread exits (0: none). Not for
   // bubblewrap: see launcher.cc.
   int parent_death_signal = 0;
+
+  // A run's own host identity (identity/run_identity.h), applied in the child after its network
+  // namespace and everything above, before chdir and exec, in this order:
+  //   - mount_fd >= 0: a private mount namespace (slave of this one: nothing made in it reaches
+  //     back, nothing needs unmounting after a crash) in which the detached mount `mount_fd` (the
+  //     idmapped workspace) is attached at `mount_target`;
+  //   - uid != -1: the bounding set emptied when drop_capabilities, every supplementary group
+  //     dropped, then setresgid(gid) and setresuid(uid): the program starts as nobody's uid,
+  //     holding no capability, and bubblewrap runs unprivileged. The user keyring of that uid is
+  //     cleared (a run before this one with the same leased uid leaves nothing in it).
+  int mount_fd = -1;
+  std::string mount_target;
+  uid_t uid = static_cast<uid_t>(-1);
+  gid_t gid = static_cast<gid_t>(-1);
+  // keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL), after the uid change: the program gets a new,
+  // empty session keyring of its own, not the caller's (a launching shell's keys).
+  bool new_session_keyring = false;
 };
 
 class ChildProcess {

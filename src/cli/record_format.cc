@@ -97,6 +97,10 @@ std::string FormatRecord(const RunRecord& r) {
   line("started", Time(r.started_ms));
   if (r.setup_ms)
     line("setup", fmt::format("{} ms (sandbox and network, until the command ran)", *r.setup_ms));
+  if (r.host_uid) {
+    line("host uid",
+         fmt::format("{} gid {} (leased for this run)", *r.host_uid, r.host_gid.value_or(-1)));
+  }
   line("finished", Time(r.ended_ms));
   return out;
 }

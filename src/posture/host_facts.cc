@@ -51,10 +51,17 @@ std::string PostureLine(const HostFacts& f) {
   // bubblewrap confines; the host's own where nothing does (docs/view.md).
   line += fmt::format(" view={}", f.confines ? "default" : "host");
   if (f.require_confinement) line += " requireConfinement=yes";
+  line += fmt::format(" identity={}", f.identity);
+  if (!f.run_uids.empty()) line += fmt::format(" runUids={}", f.run_uids);
+  if (!f.identity_error.empty()) line += fmt::format(" identityError={}", Quoted(f.identity_error));
   return line;
 }
 
 std::string ConfinementRefusal(const HostFacts& f) {
+  if (!f.identity_error.empty()) {
+    return fmt::format("a root worker runs every run as a uid of its own, and cannot: {}",
+                       f.identity_error);
+  }
   if (!f.require_confinement || f.confines) return "";
   return fmt::format(
       "CODESPACE_REQUIRE_CONFINEMENT=1 but bubblewrap does not confine on this host ({}); "

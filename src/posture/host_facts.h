@@ -36,6 +36,11 @@ struct HostFacts {
   FilterParts filter;
   FilterVerdict verdict;      // DecideFilter(filter)
   bool require_confinement = false;  // CODESPACE_REQUIRE_CONFINEMENT=1
+  // What a run is on the host (identity/): "per-run" on a root worker (each run a uid and gid
+  // of its own, leased from run_uids), "worker-uid" otherwise (the runs keep the worker's).
+  std::string identity = "worker-uid";
+  std::string run_uids;        // per-run: the range, "FIRST-LAST"
+  std::string identity_error;  // per-run: why the range cannot be used; the worker refuses
 
   bool tools() const { return filter.tools; }
   bool can_filter() const { return verdict.can_filter; }
@@ -57,7 +62,8 @@ std::string_view AllowlistOutcomeWord(const HostFacts& facts);
 //   allowlist=severed
 std::string PostureLine(const HostFacts& facts);
 
-// A worker that must confine but does not: the reason it refuses to start; empty otherwise.
+// A worker that must confine but does not, or a root worker whose run uids overlap an account
+// (identity_error): the reason it refuses to start; empty otherwise.
 std::string ConfinementRefusal(const HostFacts& facts);
 
 }  // namespace codespace

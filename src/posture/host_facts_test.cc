@@ -83,15 +83,17 @@ TEST(PostureLineTest, ConfiningHostThatCannotFilter) {
   EXPECT_EQ(PostureLine(f),
             "posture uid=1654 confines=yes bwrap=/usr/bin/bwrap tools=yes canFilter=no "
             "filterUnavailable=\"cannot create a network namespace: Operation not permitted\" "
-            "allowlist=severed view=default");
+            "allowlist=severed view=default identity=worker-uid");
 }
 
 TEST(PostureLineTest, ConfiningHostThatFilters) {
   HostFacts f = Facts(true, true, true);
   f.uid = 0;
+  f.identity = "per-run";
+  f.run_uids = "600000-665535";
   EXPECT_EQ(PostureLine(f),
             "posture uid=0 confines=yes bwrap=/usr/bin/bwrap tools=yes canFilter=yes "
-            "allowlist=filtered view=default");
+            "allowlist=filtered view=default identity=per-run runUids=600000-665535");
 }
 
 TEST(PostureLineTest, UnconfinedSaysWhyAndWhatHappensToAllowlists) {
@@ -123,6 +125,16 @@ TEST(ConfinementRefusalTest, OnlyWhenRequiredAndUnconfined) {
       }
     }
   }
+}
+
+TEST(ConfinementRefusalTest, ARootWorkerWhoseRunUidsCannotBeUsedRefuses) {
+  HostFacts f = Facts(true, true, true);
+  f.identity = "per-run";
+  f.run_uids = "1000-2000";
+  EXPECT_EQ(ConfinementRefusal(f), "");
+  f.identity_error = "CODESPACE_RUN_UIDS=1000-2000 overlaps the user \"alice\" (id 1000)";
+  EXPECT_THAT(ConfinementRefusal(f), HasSubstr("overlaps the user \"alice\""));
+  EXPECT_THAT(PostureLine(f), HasSubstr("identity=per-run runUids=1000-2000 identityError="));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "base/file_util.h"
 #include "base/process.h"
+#include "identity/uid_range.h"
 #include "net/netns.h"
 #include "sandbox/bwrap_args.h"
 
@@ -148,7 +149,23 @@ HostFacts ProbeHost(const ProbeOptions& options) {
   f.filter = FilterProbe(options.path_env, options.forwarding_path);
   f.verdict = DecideFilter(f.filter);
   f.require_confinement = options.require_confinement;
+  ProbeIdentity(&f);
   return f;
+}
+
+void ProbeIdentity(HostFacts* f) {
+  if (!PerRunIdentityHere()) {
+    f->identity = "worker-uid";
+    return;
+  }
+  f->identity = "per-run";
+  auto range = RunUidRangeFromEnvironment();
+  if (range.ok()) {
+    f->run_uids = range->ToString();
+  } else {
+    f->run_uids = GetEnv(kRunUidsEnv, kDefaultRunUids);
+    f->identity_error = range.status().message();
+  }
 }
 
 }  // namespace codespace

@@ -45,4 +45,8 @@ FilterParts FilterProbe(const std::string& path_env, const std::string& forwardi
 // All of it: HostFacts with the verdict computed.
 HostFacts ProbeHost(const ProbeOptions& options);
 
+// Fills the identity facts: per-run on a root worker, with the configured run uids checked
+// against the host's accounts (identity_error when they overlap one, or do not parse).
+void ProbeIdentity(HostFacts* facts);
+
 }  // namespace codespace

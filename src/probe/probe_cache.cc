@@ -231,6 +231,7 @@ HostFacts ProbeHostRemembering(const ProbeOptions& options, const std::string& c
   f.filter.forwarding = ProbeForwarding(options.forwarding_path, &f.filter.forwarding_error);
   f.verdict = DecideFilter(f.filter);
   f.require_confinement = options.require_confinement;
+  ProbeIdentity(&f);
   return f;
 }
 

@@ -112,8 +112,9 @@ std::vector<std::string> BuildBwrapArgv(const BwrapLayout& l) {
   }
   if (!l.workspace.empty()) {
     // After the tmpfs mounts, so a workspace under /tmp or a hidden dir is still bound.
-    for (const auto& s : {std::string("--bind"), l.workspace, l.workspace, std::string("--chdir"),
-                          l.workspace}) {
+    const std::string& source = l.workspace_source.empty() ? l.workspace : l.workspace_source;
+    for (const auto& s :
+         {std::string("--bind"), source, l.workspace, std::string("--chdir"), l.workspace}) {
       a.push_back(s);
     }
   } else {

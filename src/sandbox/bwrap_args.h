@@ -21,6 +21,9 @@ struct BwrapLayout {
   MountPlan view;
   // Absolute; bound read-write and the working directory. Empty: none (the trial sandbox).
   std::string workspace;
+  // Where bubblewrap binds the workspace from (identity/: a root worker's idmapped workspace,
+  // attached at the run's lease dir); empty: the workspace itself.
+  std::string workspace_source;
   // Paths hidden behind an empty read-only tmpfs (the worker's state dir: other runs' records
   // and logs), where the view shows them: anywhere in the host view; in the default view only
   // inside the workspace or a bind of the same path (elsewhere they are not there to hide).

@@ -40,6 +40,20 @@ TEST(BwrapArgsTest, SeveredArgvExactly) {
                   "--", "/dev/.codespace-init", "3", "sh", "-c", "echo hi"));
 }
 
+// A root worker's run: the workspace is bound from its idmapped mount (identity/), onto the
+// workspace's own path, which stays the working directory.
+TEST(BwrapArgsTest, WorkspaceSourceIsBoundOntoTheWorkspace) {
+  BwrapLayout l = Layout(false);
+  l.workspace_source = "/run/codespace/ws/600000/workspace";
+  auto a = BuildBwrapArgv(l);
+  auto bind = std::find(a.begin(), a.end(), "--bind");
+  ASSERT_NE(bind, a.end());
+  EXPECT_EQ(*(bind + 1), "/run/codespace/ws/600000/workspace");
+  EXPECT_EQ(*(bind + 2), "/work/ws");
+  EXPECT_EQ(*(bind + 3), "--chdir");
+  EXPECT_EQ(*(bind + 4), "/work/ws");
+}
+
 TEST(BwrapArgsTest, SharedDiffersOnlyInTheNetworkNamespace) {
   auto severed = BuildBwrapArgv(Layout(false));
   auto shared = BuildBwrapArgv(Layout(true));

@@ -195,6 +195,7 @@ class Launch {
       if (net_) l.ro_files.emplace_back(net_->resolv_conf_path(), "/etc/resolv.conf");
       if (!r_.broker_socket.empty()) l.ro_files.emplace_back(r_.broker_socket, kSandboxBrokerSocketPath);
       l.workspace = r_.spec.workspace;
+      if (r_.workspace_mount_fd >= 0) l.workspace_source = r_.workspace_source;
       l.hidden_dirs = r_.hidden_dirs;
       l.env = SandboxEnvironment(r_.spec.env, l.view.home);
       l.init_path = r_.init_path;
@@ -224,6 +225,15 @@ class Launch {
         o.unshare_attempts = {CLONE_NEWNET, CLONE_NEWUSER | CLONE_NEWNET};
         o.loopback_up = true;
       }
+    }
+    // The run's own identity (a root worker's; see LaunchRequest) and, for every run, a fresh
+    // session keyring: the caller's keys are not the run's.
+    o.uid = r_.run_uid;
+    o.gid = r_.run_gid;
+    o.new_session_keyring = true;
+    if (r_.workspace_mount_fd >= 0) {
+      o.mount_fd = r_.workspace_mount_fd;
+      o.mount_target = confined ? r_.workspace_source : r_.spec.workspace;
     }
     // Held until the sandbox's mounts are made (codespace-init says "started").
     std::optional<NetnsMountLock> mount_lock;

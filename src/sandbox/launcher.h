@@ -21,6 +21,8 @@
 // confined, every descendant (reparented to this process, a subreaper) when not.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -55,6 +57,15 @@ struct LaunchRequest {
   // CODESPACE_BROKER_URL and in each of `broker_env`.
   std::string broker_socket;
   std::vector<std::string> broker_env;
+
+  // A root worker's run (identity/run_identity.h): the leased uid and gid bubblewrap (or,
+  // unconfined, codespace-init) starts as; -1: the worker's own. `workspace_mount_fd`: the
+  // detached idmapped workspace, attached by the child at `workspace_source` when confined
+  // (bubblewrap binds it over the workspace) or over the workspace itself when not.
+  uid_t run_uid = static_cast<uid_t>(-1);
+  gid_t run_gid = static_cast<gid_t>(-1);
+  int workspace_mount_fd = -1;
+  std::string workspace_source;
 
   OutputSink* stdout_sink = nullptr;  // required
   OutputSink* stderr_sink = nullptr;  // required

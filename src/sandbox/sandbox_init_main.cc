@@ -14,7 +14,8 @@
 // too: background processes may still be writing the run's output, and the supervisor decides
 // (after a grace) when to kill what is left. It depends on libc alone (it is exec'd on every
 // launch) and keeps STATUS_FD out of the command (close-on-exec), so the command cannot forge
-// its own record.
+// its own record; it is not dumpable, so the command reaches neither STATUS_FD through
+// /proc/<init>/fd nor this process through ptrace.
 #include <sys/prctl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -50,6 +51,14 @@ void Report(int fd, const char* what, int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Not dumpable: the command runs as this process's uid, which would otherwise let it open
+  // /proc/<init>/fd/STATUS_FD (and write its own "exit 0") or ptrace this process. Set first,
+  // before STATUS_FD is used; the command's execve makes it dumpable again (its own business),
+  // and this process's relay child inherits the setting.
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+    fprintf(stderr, "codespace-init: prctl(PR_SET_DUMPABLE, 0): %s\n", strerror(errno));
+    return 125;
+  }
   if (argc < 3) {
     fprintf(stderr, "usage: codespace-init STATUS_FD [--relay PORT SOCKET NAMES] COMMAND...\n");
     return 125;

@@ -268,6 +268,8 @@ Json RecordToValue(const RunRecord& record) {
   value["started_ms"] = record.started_ms;
   value["ended_ms"] = record.ended_ms;
   value["setup_ms"] = OptionalIntToValue(record.setup_ms);
+  value["host_uid"] = OptionalIntToValue(record.host_uid);
+  value["host_gid"] = OptionalIntToValue(record.host_gid);
   value["network_report"] = NetworkReportToValue(record.network_report);
   value["logs"] = LogsToValue(record.stdout_log, record.stderr_log);
   return value;
@@ -353,7 +355,7 @@ Result<RunRecord> RecordFromValue(const Json& value) {
   RETURN_IF_ERROR(CheckObject(value, "",
                               {"id", "spec", "plan", "network", "namespace", "state", "exit_code",
                                "signal", "reason", "created_ms", "started_ms", "ended_ms",
-                               "setup_ms", "network_report", "logs"}));
+                               "setup_ms", "host_uid", "host_gid", "network_report", "logs"}));
   RunRecord record;
   ASSIGN_OR_RETURN(record.id, RequiredString(value, "", "id"));
   ASSIGN_OR_RETURN(const Json* spec, RequiredField(value, "", "spec"));
@@ -378,6 +380,15 @@ Result<RunRecord> RecordFromValue(const Json& value) {
     ASSIGN_OR_RETURN(record.setup_ms, ReadOptionalInt64(*setup, "setup_ms"));
     if (record.setup_ms && *record.setup_ms < 0) {
       return FieldError("setup_ms", "must not be negative");
+    }
+  }
+  for (auto [name, field] :
+       {std::pair{"host_uid", &record.host_uid}, std::pair{"host_gid", &record.host_gid}}) {
+    if (const Json* id = FindField(value, name)) {
+      ASSIGN_OR_RETURN(*field, ReadOptionalInt64(*id, name));
+      if (*field && (**field < 0 || **field > UINT32_MAX)) {
+        return FieldError(name, "must be a uid (0..4294967295)");
+      }
     }
   }
   ASSIGN_OR_RETURN(const Json* report, RequiredField(value, "", "network_report"));

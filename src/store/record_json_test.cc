@@ -171,6 +171,7 @@ TEST(RunRecordJsonTest, FieldsAreNamedAsDocumented) {
                               R"("exit_code":3,"signal":null,"reason":"",)"
                               R"("created_ms":1700000000123,"started_ms":1700000000456,)"
                               R"("ended_ms":1700000090789,"setup_ms":41,)"
+                              R"("host_uid":null,"host_gid":null,)"
                               R"("network_report":{"dns_admitted":[],)"
                               R"("dns_refused":[],"dropped_packets":0,"broker_connections":0,)"
                               R"("broker_failed":0,"broker_bytes_to":0,"broker_bytes_from":0},)"
@@ -211,13 +212,31 @@ TEST(RunRecordJsonTest, SignalAndNullExitCodeRoundTrip) {
   EXPECT_EQ(*parsed, *record);
 }
 
+// A root worker's run (docs/identity.md): the host uid and gid it was leased round-trip; a
+// record from before them (no fields) reads as unset; a negative uid is refused.
+TEST(RunRecordJsonTest, HostUidAndGidRoundTrip) {
+  Result<RunRecord> record = FullRecord("0123456789abcdef");
+  ASSERT_OK(record);
+  record->host_uid = 600001;
+  record->host_gid = 600001;
+  std::string json = RunRecordToJson(*record);
+  EXPECT_THAT(json, HasSubstr(R"("host_uid":600001,"host_gid":600001)"));
+  Result<RunRecord> parsed = RunRecordFromJson(json);
+  ASSERT_OK(parsed);
+  EXPECT_EQ(*parsed, *record);
+  std::string bad = json;
+  bad.replace(bad.find("600001"), 6, "-5");
+  EXPECT_FALSE(RunRecordFromJson(bad).ok());
+}
+
 TEST(RunRecordJsonTest, SetupTimeIsNullWhenUnsetAndMayBeMissing) {
   Result<RunRecord> record = FullRecord("0123456789abcdef");
   ASSERT_OK(record);
   record->state = RunState::kRefused;
   record->setup_ms = std::nullopt;
   std::string json = RunRecordToJson(*record);
-  EXPECT_THAT(json, HasSubstr(R"("ended_ms":1700000090789,"setup_ms":null,"network_report")"));
+  EXPECT_THAT(json, HasSubstr(R"("ended_ms":1700000090789,"setup_ms":null,"host_uid":null,)"
+                              R"("host_gid":null,"network_report")"));
   Result<RunRecord> parsed = RunRecordFromJson(json);
   ASSERT_OK(parsed);
   EXPECT_EQ(*parsed, *record);

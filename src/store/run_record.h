@@ -43,6 +43,10 @@ struct RunRecord {
   // reporting started. Unset when the command never started (refused, aborted at setup,
   // cancelled while queued) or the run was recorded before setup was measured.
   std::optional<int64_t> setup_ms;
+  // A root worker's run: the host uid and gid it ran as (leased, identity/). Unset: the
+  // worker's own uid (an unprivileged worker), or the command never started.
+  std::optional<int64_t> host_uid;
+  std::optional<int64_t> host_gid;
 
   friend bool operator==(const RunRecord&, const RunRecord&) = default;
 };

@@ -167,6 +167,8 @@ TEST_F(SqliteRunStoreTest, FullRecordRoundTrips) {
   record->id = "0123456789abcde0";
   record->exit_code = std::nullopt;
   record->signal = 15;
+  record->host_uid = 600002;  // a root worker's run (migration 6)
+  record->host_gid = 600002;
   ASSERT_OK(store->Insert(*record));
   got = store->Get(record->id);
   ASSERT_OK(got);
@@ -539,7 +541,7 @@ PRAGMA user_version = 4;
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(RawPragma("user_version"), SqliteRunStore::LatestSchemaVersion());
-  EXPECT_EQ(SqliteRunStore::LatestSchemaVersion(), 5);
+  EXPECT_EQ(SqliteRunStore::LatestSchemaVersion(), 6);
   Result<RunRecord> got = store->Get(IdFor(1));
   ASSERT_OK(got);
   EXPECT_EQ(*got, *exited);

@@ -126,6 +126,8 @@ Status WriteRunStatus(const RunDir& dir, const RunStatus& st) {
   j["logs"] = Json::parse(LogsToJson(st.stdout_log, st.stderr_log), nullptr, false);
   j["supervisor_peak_rss_kb"] = st.supervisor_peak_rss_kb;
   if (st.setup_ms) j["setup_ms"] = *st.setup_ms;
+  if (st.host_uid) j["host_uid"] = *st.host_uid;
+  if (st.host_gid) j["host_gid"] = *st.host_gid;
   j["ended_ms"] = st.ended_ms;
   return WriteFileAtomically(dir.status_path(),
                              j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n", 0644);
@@ -151,6 +153,8 @@ Result<RunStatus> ReadRunStatus(const RunDir& dir) {
     st.supervisor_peak_rss_kb = j.at("supervisor_peak_rss_kb").get<uint64_t>();
     // Absent: the command never started (or a supervisor from before setup was measured).
     if (j.contains("setup_ms")) st.setup_ms = j.at("setup_ms").get<int64_t>();
+    if (j.contains("host_uid")) st.host_uid = j.at("host_uid").get<uint32_t>();
+    if (j.contains("host_gid")) st.host_gid = j.at("host_gid").get<uint32_t>();
     st.ended_ms = j.at("ended_ms").get<int64_t>();
   } catch (const std::exception& e) {
     return InternalError(fmt::format("{}: {}", dir.status_path(), e.what()));

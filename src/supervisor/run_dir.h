@@ -66,6 +66,8 @@ struct RunStatus {
   // Sandbox and network setup: from the supervisor's launch to the sandbox reporting "started".
   // Unset (and "setup_ms" absent from status.json) when the command never started.
   std::optional<int64_t> setup_ms;
+  // A root worker's run: the uid and gid it was leased (identity/). Unset: the worker's own.
+  std::optional<uint32_t> host_uid, host_gid;
   int64_t ended_ms = 0;
 };
 // Written atomically (write, fsync, rename, fsync the directory): a reader sees the whole

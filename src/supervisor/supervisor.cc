@@ -17,6 +17,7 @@
 
 #include "base/file_util.h"
 #include "base/process.h"
+#include "identity/run_identity.h"
 #include "relay/broker_bridge.h"
 #include "relay/relay.h"
 #include "sandbox/launcher.h"
@@ -260,23 +261,52 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
     if (auto id = IdentityOf(sandbox); id.ok())
       WriteIdentity(dir.sandbox_path(), *id).IgnoreError();
   };
+  RunStatus status;
+  // A root worker's run is nobody on the host (identity/): a leased uid and gid of its own and
+  // its workspace idmapped for it. A failure aborts the run: it never runs as root. Declared
+  // before the bridge: its lease dir (the relay socket's) outlives the bridge.
+  std::unique_ptr<RunIdentity> identity;
+  if (PerRunIdentityHere()) {
+    auto prepared = PrepareRunIdentity(record->spec.workspace);
+    if (prepared.ok()) {
+      identity = std::move(*prepared);
+      req.run_uid = identity->uid();
+      req.run_gid = identity->gid();
+      req.workspace_mount_fd = identity->workspace_mount_fd();
+      req.workspace_source = identity->workspace_mount_point();
+      status.host_uid = identity->uid();
+      status.host_gid = identity->gid();
+    } else {
+      status.outcome =
+          RunOutcome::Aborted("run identity setup failed: " + prepared.status().message());
+    }
+  }
   // The broker's worker side: a socket in the run directory that the sandbox gets bound in,
   // relaying to the broker alone, and counting what passes (where the run cannot touch it).
   std::unique_ptr<BrokerBridge> bridge;
-  RunStatus status;
-  if (!record->spec.broker.empty()) {
+  // A leased run's socket is in its lease dir instead, the run's uid's alone (mode 0600): the
+  // run dir is in the 0700 state dir, which bubblewrap, running as that uid, cannot traverse.
+  const std::string broker_socket =
+      identity ? identity->relay_dir() + "/broker.sock" : dir.path + "/broker.sock";
+  if (!record->spec.broker.empty() && status.outcome.reason.empty()) {
     auto addr = ParseBrokerAddress(record->spec.broker.address);
     if (addr.ok()) {
-      auto started = BrokerBridge::Start(dir.path + "/broker.sock", *addr);
+      auto started = BrokerBridge::Start(broker_socket, *addr);
       if (started.ok())
         bridge = std::move(*started);
       else
         addr = started.status();
     }
+    if (addr.ok() && identity &&
+        (::chown(broker_socket.c_str(), identity->uid(), identity->gid()) != 0 ||
+         ::chmod(broker_socket.c_str(), 0600) != 0)) {
+      addr = ErrnoError(fmt::format("chown/chmod({}, {}, 0600)", broker_socket, identity->uid()),
+                        errno);
+    }
     if (!addr.ok()) {
       status.outcome = RunOutcome::Aborted("broker relay setup failed: " + addr.status().message());
     } else {
-      req.broker_socket = dir.path + "/broker.sock";
+      req.broker_socket = broker_socket;
       req.broker_env = record->spec.broker.env_names;
     }
   }
@@ -335,6 +365,8 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
   r.stdout_log = status.stdout_log;
   r.stderr_log = status.stderr_log;
   r.setup_ms = status.setup_ms;
+  if (status.host_uid) r.host_uid = *status.host_uid;
+  if (status.host_gid) r.host_gid = *status.host_gid;
   std::string why = status.outcome.output_error.empty()
                         ? "status: " + written.message()
                         : status.outcome.output_error + "; status: " + written.message();

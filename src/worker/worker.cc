@@ -116,6 +116,8 @@ Result<RunCheck> CheckRun(RunStore& store, const WorkerConfig& c, const HostFact
     r.stdout_log = status->stdout_log;
     r.stderr_log = status->stderr_log;
     r.setup_ms = status->setup_ms;
+    if (status->host_uid) r.host_uid = *status->host_uid;
+    if (status->host_gid) r.host_gid = *status->host_gid;
     if (!status->outcome.output_error.empty()) {
       r.reason = r.reason.empty() ? status->outcome.output_error
                                   : r.reason + "; " + status->outcome.output_error;

@@ -562,6 +562,32 @@ TEST_F(ApiTest, ASocketForAGroupIsReachableByThatGroup) {
   EXPECT_EQ(ConnectAs(kUnprivilegedUid + 1, sock), "denied");
 }
 
+// A root worker's run is a leased uid (docs/identity.md): neither the worker's API socket nor
+// its token file opens for it, though both are in its view (--fs host). Controls: root, outside
+// any sandbox, reaches both with the same probe.
+TEST_F(ApiTest, ARunReachesNeitherTheApiSocketNorTheTokenFile) {
+  if (worker_) {
+    worker_->Signal(SIGTERM).IgnoreError();
+    worker_->Wait().status().IgnoreError();
+    worker_.reset();
+  }
+  std::string sock = install_.root() + "/api-dir/api.sock";
+  extra_env_ = {"CODESPACE_API_SOCKET=" + sock};
+  StartWorker();
+  for (const auto& [action, target, control] :
+       {std::tuple<std::string, std::string, int>{"no-unix-connect", sock, 24},
+        {"read", token_file_, 30}}) {
+    auto outside = RunCommand({install_.probe(), action, target});
+    ASSERT_TRUE(outside.ok());
+    EXPECT_EQ(outside->status.ShellCode(), control) << "control: " << outside->output;
+    std::string id = Submit({install_.probe(), action, target});
+    ASSERT_FALSE(id.empty());
+    Json rec = WaitEnded(id);
+    EXPECT_EQ(rec["exit_code"], 0) << action << " " << target << ": " << rec.dump();
+    EXPECT_TRUE(rec["host_uid"].is_number()) << rec.dump();
+  }
+}
+
 // The worker looks at the store only every CODESPACE_WORKER_POLL_MS; a run submitted through
 // the API wakes it instead. With the poll ten minutes apart, the run still starts and ends now.
 TEST_F(ApiTest, ASubmittedRunStartsAtOnceNotAtTheNextPoll) {

@@ -87,6 +87,8 @@ class RootLaneTest : public ::testing::Test {
                                      pid_t* sup) {
     const std::string fifo = install_.root() + "/never-written";
     ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    // bubblewrap runs as the run's leased uid (docs/identity.md): the fifo must open for it.
+    ASSERT_EQ(::chmod(fifo.c_str(), 0666), 0);
     ASSERT_NO_FATAL_FAILURE(PlantBubblewrap(
         "held-bwrap",
         fmt::format("#!/bin/sh\n"

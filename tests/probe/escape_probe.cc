@@ -38,6 +38,17 @@
 //   escape_probe dns-direct SERVER NAME 19: a raw A query to SERVER:53 got answer records back
 //   escape_probe ping ADDR              16: an ICMP echo reply came back (ping socket, else raw)
 //   escape_probe raw-socket             17: a raw ICMP or packet socket could be created
+// For the identity walls (docs/identity.md; no-unix-connect above serves them too):
+//   escape_probe read PATH              30: opening PATH for reading worked
+//   escape_probe sysctl-write           31: /proc/sys/kernel/domainname opened for writing (closed
+//                                       at once: nothing is written)
+//   escape_probe parent-fd FD           32: the parent's /proc/PPID/fd/FD opened for writing (the
+//                                       parent is codespace-init, FD its status channel)
+//   escape_probe ptrace-parent          33: PTRACE_ATTACH to the parent worked (detached at once)
+//   escape_probe key-absent DESC        34: a "user" key DESC is in the session keyring
+//   escape_probe setuid PATH            27: chmod(PATH, 04755) left PATH setuid
+//   escape_probe nosuid PATH            28: the mount PATH is on lacks nosuid (mountinfo)
+//   escape_probe fd-absent FD           29: descriptor FD is open in this process (inherited)
 //   escape_probe netadmin               18: adding an address (rtnetlink), a route (rtnetlink) or
 //                                       an nftables table (nft on PATH) worked; what worked is
 //                                       undone at once. Run it only inside a sandbox or a test
@@ -53,8 +64,11 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/ptrace.h>
+#include <linux/keyctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -846,6 +860,91 @@ int WhoAmI() {
   return pw ? 0 : 1;
 }
 
+// ---- Identity walls ---------------------------------------------------------------------------
+
+int ReadOpen(const char* path) {
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    std::printf("open(%s, O_RDONLY): %s\n", path, std::strerror(errno));
+    return 0;
+  }
+  ::close(fd);
+  std::printf("open(%s, O_RDONLY): opened\n", path);
+  return 30;
+}
+
+int SysctlWrite() {
+  const char* path = "/proc/sys/kernel/domainname";
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    std::printf("open(%s, O_WRONLY): %s\n", path, std::strerror(errno));
+    return 0;
+  }
+  ::close(fd);  // nothing written: the host's value stays
+  std::printf("open(%s, O_WRONLY): opened\n", path);
+  return 31;
+}
+
+int ParentFd(const char* fd) {
+  std::string path = "/proc/" + std::to_string(::getppid()) + "/fd/" + fd;
+  int f = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (f < 0) {
+    std::printf("open(%s, O_WRONLY): %s\n", path.c_str(), std::strerror(errno));
+    return 0;
+  }
+  ::close(f);  // nothing written
+  std::printf("open(%s, O_WRONLY): opened\n", path.c_str());
+  return 32;
+}
+
+int PtraceParent() {
+  pid_t parent = ::getppid();
+  if (::ptrace(PTRACE_ATTACH, parent, nullptr, nullptr) != 0) {
+    std::printf("ptrace(PTRACE_ATTACH, %d): %s\n", parent, std::strerror(errno));
+    return 0;
+  }
+  ::waitpid(parent, nullptr, __WALL);
+  ::ptrace(PTRACE_DETACH, parent, nullptr, nullptr);
+  std::printf("ptrace(PTRACE_ATTACH, %d): attached (detached again)\n", parent);
+  return 33;
+}
+
+int KeyAbsent(const char* desc) {
+  long session = ::syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0);
+  long key = ::syscall(SYS_keyctl, KEYCTL_SEARCH, KEY_SPEC_SESSION_KEYRING, "user", desc, 0);
+  std::printf("session keyring %ld; key \"%s\": %s\n", session, desc,
+              key >= 0 ? "found" : std::strerror(errno));
+  return key >= 0 ? 34 : 0;
+}
+
+int Setuid(const char* path) {
+  int rc = ::chmod(path, 04755);
+  std::printf("chmod(%s, 04755): %s\n", path, rc == 0 ? "done" : std::strerror(errno));
+  struct stat st {};
+  if (::stat(path, &st) == 0 && (st.st_mode & S_ISUID)) return 27;
+  return 0;
+}
+
+// The mount PATH is on: the mountinfo line whose mount point is PATH's longest prefix.
+int Nosuid(const char* path) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line, best_point, best_opts;
+  const std::string p = path;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string id, parent, dev, root, point, opts;
+    f >> id >> parent >> dev >> root >> point >> opts;
+    bool prefix = p == point || point == "/" ||
+                  (p.rfind(point, 0) == 0 && p.size() > point.size() && p[point.size()] == '/');
+    if (prefix && point.size() >= best_point.size()) {
+      best_point = point;
+      best_opts = opts;
+    }
+  }
+  std::printf("%s is on the mount at %s (%s)\n", path, best_point.c_str(), best_opts.c_str());
+  return ("," + best_opts + ",").find(",nosuid,") == std::string::npos ? 28 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -879,6 +978,18 @@ int main(int argc, char** argv) {
   if (a == "unix-connect" && argc == 3) return UnixConnect(argv[2], false) ? 0 : 1;
   if (a == "abstract-connect" && argc == 3) return UnixConnect(argv[2], true) ? 0 : 1;
   if (a == "whoami") return WhoAmI();
+  if (a == "read" && argc == 3) return ReadOpen(argv[2]);
+  if (a == "sysctl-write") return SysctlWrite();
+  if (a == "parent-fd" && argc == 3) return ParentFd(argv[2]);
+  if (a == "ptrace-parent") return PtraceParent();
+  if (a == "key-absent" && argc == 3) return KeyAbsent(argv[2]);
+  if (a == "setuid" && argc == 3) return Setuid(argv[2]);
+  if (a == "nosuid" && argc == 3) return Nosuid(argv[2]);
+  if (a == "fd-absent" && argc == 3) {
+    bool open = ::fcntl(std::atoi(argv[2]), F_GETFD) >= 0;
+    std::printf("fd %s: %s\n", argv[2], open ? "open" : "closed");
+    return open ? 29 : 0;
+  }
   std::fprintf(stderr, "escape_probe: unknown action\n");
   return 2;
 }
