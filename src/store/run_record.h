@@ -43,6 +43,11 @@ struct RunRecord {
   // reporting started. Unset when the command never started (refused, aborted at setup,
   // cancelled while queued) or the run was recorded before setup was measured.
   std::optional<int64_t> setup_ms;
+  // The caller's name for the run (`--name`; empty: none), accepted wherever an id is.
+  std::string name;
+  // The key its submitter sent (`Idempotency-Key`; empty: none): one run per key, ever, in a
+  // store (a UNIQUE index), so a retried submit whose answer was lost never runs it twice.
+  std::string idempotency_key;
 
   friend bool operator==(const RunRecord&, const RunRecord&) = default;
 };
