@@ -8,6 +8,8 @@
 #include "api/worker_client.h"
 #include "base/file_util.h"
 #include "store/sqlite_run_store.h"
+#include "supervisor/run_dir.h"
+#include "worker/worker.h"
 
 namespace codespace {
 
@@ -77,6 +79,25 @@ Result<RunRecord> WaitForEnd(const std::string& state_dir, const std::string& id
     if (interrupted.load()) return Status(StatusCode::kUnavailable, "interrupted while waiting");
     ::usleep(pause);
     pause = std::min<useconds_t>(pause * 2, 200000);
+  }
+}
+
+void LookAtRunsInFlight(RunStore& store, const std::string& state_dir) {
+  if (api::WorkerClient::IfServing(state_dir)) return;
+  RunListOptions running;
+  running.state = RunState::kRunning;
+  running.limit = 1000;
+  auto runs = store.List(running);
+  if (!runs.ok()) return;
+  WorkerConfig wc;
+  wc.state_dir = state_dir;
+  // No host facts: a lost filtered run's namespace is left to the next sweep (which tears it
+  // down by name once no supervisor holds its run), not torn down from a listing.
+  HostFacts facts;
+  for (const auto& r : *runs) {
+    RunDir dir = RunDirFor(state_dir, r.id);
+    if (SupervisorLockHeld(dir) || ::access(dir.supervisor_path().c_str(), F_OK) != 0) continue;
+    CheckRun(store, wc, facts, r).status().IgnoreError();
   }
 }
 

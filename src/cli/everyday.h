@@ -9,6 +9,7 @@
 #include "base/status.h"
 #include "posture/host_facts.h"
 #include "store/run_record.h"
+#include "store/run_store.h"
 
 namespace codespace {
 
@@ -24,6 +25,12 @@ std::string NoWorkerNotice(const std::string& state_dir);
 // record. While the run is queued and no worker serves the state dir, says so on stderr once.
 Result<RunRecord> WaitForEnd(const std::string& state_dir, const std::string& id,
                              const std::atomic<bool>& interrupted);
+
+// With no worker serving `state_dir` (a worker looks itself, every few seconds): records every
+// running run whose supervisor is gone — ended from its status.json, or lost — as a worker's
+// CheckRun would, so that `runs` and `show` never show a dead run as running. A run with no
+// supervisor yet (being started) is left alone.
+void LookAtRunsInFlight(RunStore& store, const std::string& state_dir);
 
 // The posture as a JSON object: the line, the refusal, and the facts behind them (the same
 // fields as the API's GET /v1/posture).

@@ -35,6 +35,7 @@
 #include "cli/record_format.h"
 #include "cli/state_dir.h"
 #include "plan/admission.h"
+#include "policy/public_suffix.h"
 #include "posture/host_facts.h"
 #include "probe/host_probe.h"
 #include "probe/probe_cache.h"
@@ -310,6 +311,12 @@ int CmdPlan(const SpecFlags& flags, bool quiet, const std::string& state_dir, bo
   if (!spec.ok()) {
     PrintError(spec.status());
     return kExitCodespaceFailed;
+  }
+  for (const AllowlistEntry& e : spec->egress.allowlist) {  // as a run's creation would refuse
+    if (Status s = CheckWildcardNotPublicSuffix(e, SystemPublicSuffixList()); !s.ok()) {
+      PrintError(s);
+      return kExitCodespaceFailed;
+    }
   }
   if (auto api = api::WorkerClient::IfServing(state_dir); api && !json) {
     return ApiPlan(*api, *spec, quiet);
@@ -718,6 +725,7 @@ int CmdRuns(const std::string& state_dir, const std::string& state, size_t limit
     PrintError(store.status());
     return kExitCodespaceFailed;
   }
+  LookAtRunsInFlight(**store, state_dir);
   RunListOptions opts;
   opts.limit = limit;
   if (!state.empty()) {
@@ -752,6 +760,7 @@ int CmdShow(const std::string& state_dir, const std::string& id, bool json) {
     PrintError(store.status());
     return kExitCodespaceFailed;
   }
+  LookAtRunsInFlight(**store, state_dir);
   Result<RunRecord> rec = NotFoundError("no runs");
   auto api = api::WorkerClient::IfServing(state_dir);
   if (id == "latest") {

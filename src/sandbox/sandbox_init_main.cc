@@ -3,9 +3,9 @@
 //   codespace-init STATUS_FD [--tty] [--relay PORT SOCKET NAME[,NAME...]] COMMAND [ARGS...]
 //
 // With --tty (`codespace run -t`) its stdin is the run's own pty (never the user's terminal):
-// it makes that its controlling terminal (it leads its session: bubblewrap's --new-session, or
-// setsid unconfined) and runs the command in a process group of its own in the foreground, so
-// Ctrl-C and Ctrl-Z typed there signal the command alone, not this init.
+// it makes that its controlling terminal (in a session it leads) and runs the command in a
+// process group of its own in the foreground, so Ctrl-C and Ctrl-Z typed there signal the
+// command alone, not this init.
 //
 // With --relay it first starts the broker relay (a child: 127.0.0.1:PORT inside the sandbox →
 // the bind-mounted SOCKET; PORT 0 picks one), waits until it listens, and sets every NAME to
@@ -68,6 +68,10 @@ int main(int argc, char** argv) {
     tty = true;
     ++cmd_index;
     if (argc < 4) return 125;
+    // Only a session leader may take a controlling terminal. Confined, bubblewrap's
+    // --new-session made its pid-namespace init the leader, not this process: a session of our
+    // own, inside the sandbox (unconfined we lead one already and setsid fails harmlessly).
+    if (getsid(0) != getpid()) setsid();
     if (ioctl(0, TIOCSCTTY, 0) != 0) {
       fprintf(stderr, "codespace-init: TIOCSCTTY on the run's terminal: %s\n", strerror(errno));
       tty = false;  // still a terminal, without job control

@@ -108,6 +108,25 @@ class EverydayLaneTest : public ::testing::Test {
     ADD_FAILURE() << "no second run got a running sandbox";
     return "";
   }
+  // The run id a submit printed (its stdout line; stderr may come first in `output`).
+  static std::string IdIn(const std::string& output) {
+    for (size_t at = 0; at < output.size();) {
+      size_t nl = output.find('\n', at);
+      std::string line = output.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+      if (IsValidRunId(line)) return line;
+      if (nl == std::string::npos) break;
+      at = nl + 1;
+    }
+    return "";
+  }
+  // Until the worker's API socket exists (20 s at most).
+  void WaitForWorkerSocket() {
+    auto until = std::chrono::steady_clock::now() + 20s;
+    while (::access((install_.state_dir() + "/api.sock").c_str(), F_OK) != 0 &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(20ms);
+    }
+  }
   // The record straight from the store (no codespace command, which might record it itself),
   // once it is no longer running (up to `limit`).
   RunRecord WaitEndedInStore(const std::string& id, std::chrono::seconds limit = 20s) {
@@ -193,8 +212,16 @@ TEST_F(EverydayLaneTest, ForegroundRunWhoseCliIsKilledIsRecordedByItsSupervisor)
 
 TEST_F(EverydayLaneTest, WorkerRecordsALostForegroundRunWithoutRestarting) {
   ChildProcess worker = Background({"-q", "worker"}, {{"CODESPACE_WORKER_POLL_MS", "50"}});
+  WaitForWorkerSocket();
+  // The worker is past its start-up look at runs in flight once it has run one of its own: the
+  // foreground run below is then found only by its periodic look.
+  CliResult first =
+      RunCodespace(install_, {"-q", "submit", "--workspace", install_.workspace(), "--", "true"});
+  ASSERT_EQ(first.code(), 0) << Describe(first);
+  CliResult ran = RunCodespace(install_, {"wait", IdIn(first.output)});
+  ASSERT_EQ(ran.code(), 0) << Describe(ran);
   ChildProcess cli = Background(RunArgs({}, {"/bin/sleep", "60"}));
-  std::string id = WaitForSupervisedRun();
+  std::string id = WaitForSupervisedRun2(IdIn(first.output));
   ASSERT_FALSE(id.empty());
   // The CLI and then the supervisor die: nobody is left to write status.json.
   ASSERT_TRUE(cli.Signal(SIGKILL).ok());
@@ -333,6 +360,10 @@ TEST_F(EverydayLaneTest, CliSaysWhatToDo) {
       {{"plan", "--egress", "none", "--allow", "203.0.113.7"},
        125,
        {"--allow entries are only for the allowlist policy"}},
+      {{"plan", "--allow", "*.co.uk"}, 125, {"\"co.uk\" is a public suffix"}},
+      {{"run", "--allow", "*.com", "--workspace", ws, "--", "true"},
+       125,
+       {"\"com\" is a public suffix"}},
       {{"plan", "--json", "--egress", "none"}, 0, {"\"plan\":\"severed\""}},
       {{"posture", "--json"}, 0, {"\"line\":", "\"confines\":"}},
       {{"run", "-q", "--workspace", ws, "-e", "A=1", "--", "/bin/sh", "-c", "echo $A"}, 0, {"1\n"}},
@@ -344,7 +375,9 @@ TEST_F(EverydayLaneTest, CliSaysWhatToDo) {
   for (const Case& c : cases) {
     CliResult r = RunCodespace(install_, c.args);
     std::string what = ::testing::PrintToString(c.args);
-    if (c.code >= 0) EXPECT_EQ(r.code(), c.code) << what << ": " << Describe(r);
+    if (c.code >= 0) {
+      EXPECT_EQ(r.code(), c.code) << what << ": " << Describe(r);
+    }
     for (const auto& want : c.says) EXPECT_THAT(r.output, HasSubstr(want)) << what;
     for (const auto& not_this : c.never) EXPECT_THAT(r.output, Not(HasSubstr(not_this))) << what;
   }
@@ -390,10 +423,12 @@ TEST_F(EverydayLaneTest, GlobalFlagsGoBeforeOrAfterTheSubcommand) {
 
 TEST_F(EverydayLaneTest, WaitExitsWithTheRunsStatus) {
   ChildProcess worker = Background({"-q", "worker"});
+  WaitForWorkerSocket();
   CliResult submitted = RunCodespace(install_, {"-q", "submit", "--workspace", install_.workspace(),
                                                 "--", "/bin/sh", "-c", "exit 4"});
   ASSERT_EQ(submitted.code(), 0) << Describe(submitted);
-  std::string id = submitted.output.substr(0, 16);
+  std::string id = IdIn(submitted.output);
+  ASSERT_FALSE(id.empty()) << submitted.output;
   CliResult waited = RunCodespace(install_, {"wait", id});
   EXPECT_EQ(waited.code(), 4) << Describe(waited);
   CliResult latest = RunCodespace(install_, {"wait", "latest", "--json"});
@@ -456,7 +491,8 @@ TEST_F(EverydayLaneTest, SubmitWithAKeyCreatesOneRun) {
   CliResult b = submit("key-store");
   ASSERT_EQ(a.code(), 0) << Describe(a);
   ASSERT_EQ(b.code(), 0) << Describe(b);
-  EXPECT_EQ(a.output.substr(0, 16), b.output.substr(0, 16));
+  ASSERT_FALSE(IdIn(a.output).empty()) << a.output;
+  EXPECT_EQ(IdIn(a.output), IdIn(b.output));
   EXPECT_EQ(runs_with_key("key-store"), 1);
   // Through a worker.
   ChildProcess worker = Background({"-q", "worker"});
@@ -468,11 +504,12 @@ TEST_F(EverydayLaneTest, SubmitWithAKeyCreatesOneRun) {
   CliResult c = submit("key-api");
   CliResult d = submit("key-api");
   ASSERT_EQ(c.code(), 0) << Describe(c);
-  EXPECT_EQ(c.output.substr(0, 16), d.output.substr(0, 16));
+  ASSERT_FALSE(IdIn(c.output).empty()) << c.output;
+  EXPECT_EQ(IdIn(c.output), IdIn(d.output));
   EXPECT_EQ(runs_with_key("key-api"), 1);
   // The worker stopped (SIGSTOP: its socket still accepts, nothing answers), a submit sent to
   // it, then the worker killed: the submit's answer is lost and it asks again, same key.
-  ASSERT_EQ(RunCodespace(install_, {"wait", c.output.substr(0, 16)}).code(), 0);
+  ASSERT_EQ(RunCodespace(install_, {"wait", IdIn(c.output)}).code(), 0);
   ASSERT_TRUE(worker.Signal(SIGSTOP).ok());
   auto out = MakePipe();
   ASSERT_TRUE(out.ok());
