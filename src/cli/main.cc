@@ -614,6 +614,8 @@ int CmdSubmit(const SpecFlags& given, bool quiet, const std::string& state_dir, 
     return kExitCodespaceFailed;
   }
   fmt::print("{}\n", json ? RunRecordToJson(*created, false) : created->id);
+  // The id first, where stdout and stderr share a pipe: a caller reading the first line gets it.
+  std::fflush(stdout);
   if (created->state == RunState::kRefused) return ExitCodeOf(*created);
   // Nothing answered on the API socket (that is how we got here): no worker will start it now.
   // Exit 0 still (it is queued), but not in silence.
