@@ -8,8 +8,8 @@
 #include "api/worker_client.h"
 #include "base/file_util.h"
 #include "store/sqlite_run_store.h"
+#include "supervisor/ended_record.h"
 #include "supervisor/run_dir.h"
-#include "worker/worker.h"
 
 namespace codespace {
 
@@ -89,15 +89,15 @@ void LookAtRunsInFlight(RunStore& store, const std::string& state_dir) {
   running.limit = 1000;
   auto runs = store.List(running);
   if (!runs.ok()) return;
-  WorkerConfig wc;
-  wc.state_dir = state_dir;
-  // No host facts: a lost filtered run's namespace is left to the next sweep (which tears it
-  // down by name once no supervisor holds its run), not torn down from a listing.
-  HostFacts facts;
   for (const auto& r : *runs) {
     RunDir dir = RunDirFor(state_dir, r.id);
-    if (SupervisorLockHeld(dir) || ::access(dir.supervisor_path().c_str(), F_OK) != 0) continue;
-    CheckRun(store, wc, facts, r).status().IgnoreError();
+    if (SupervisorLockHeld(dir)) continue;
+    // Only a run that ended (its status.json written): one whose supervisor died without a word
+    // is the worker's to record lost, since that means tearing its network down with the host's
+    // tools, which a listing does not probe for.
+    auto status = ReadRunStatus(dir);
+    if (!status.ok()) continue;
+    store.Update(EndedRecord(r, *status), RunState::kRunning).IgnoreError();
   }
 }
 

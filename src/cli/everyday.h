@@ -27,9 +27,10 @@ Result<RunRecord> WaitForEnd(const std::string& state_dir, const std::string& id
                              const std::atomic<bool>& interrupted);
 
 // With no worker serving `state_dir` (a worker looks itself, every few seconds): records every
-// running run whose supervisor is gone — ended from its status.json, or lost — as a worker's
-// CheckRun would, so that `runs` and `show` never show a dead run as running. A run with no
-// supervisor yet (being started) is left alone.
+// running run whose supervisor has ended it (status.json written, no supervisor holding the run)
+// but nobody recorded — its foreground `run` died after the supervisor told it — so that `runs`
+// and `show` do not show it running. A run whose supervisor died without a word is left to the
+// worker (recording it lost tears its network down, with the host's tools).
 void LookAtRunsInFlight(RunStore& store, const std::string& state_dir);
 
 // The posture as a JSON object: the line, the refusal, and the facts behind them (the same
