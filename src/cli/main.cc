@@ -668,6 +668,14 @@ int CmdWorker(bool quiet, const std::string& state_dir) {
   }
   WorkerConfig wc = MakeWorkerConfig(state_dir);
   if (spawner.ok()) wc.spawner = spawner->get();
+  // Retention by age (CODESPACE_PRUNE_AFTER=30d); unset: records are kept until removed.
+  auto prune_after = PruneAfterFromEnvironment();
+  if (!prune_after.ok()) {
+    PrintError(prune_after.status());
+    (*api_server)->Stop();
+    return kExitCodespaceFailed;
+  }
+  wc.prune_after = *prune_after;
   Status s = RunWorker(*session->store, wc, session->facts, g_interrupted, &*wake);
   (*api_server)->Stop();
   if (!s.ok()) {

@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 namespace codespace {
 namespace {
@@ -49,6 +50,22 @@ TEST(ShouldPruneTest, OnlyEndedRunsOlderThanTheAge) {
     EXPECT_EQ(ShouldPrune(c.r, now, age), c.want)
         << RunStateName(c.r.state) << " " << c.r.created_ms << " " << c.r.ended_ms;
   }
+}
+
+TEST(PruneAfterFromEnvironmentTest, UnsetKeepsEverythingAndABadValueIsNamed) {
+  ::unsetenv("CODESPACE_PRUNE_AFTER");
+  auto none = PruneAfterFromEnvironment();
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  ::setenv("CODESPACE_PRUNE_AFTER", "30d", 1);
+  auto month = PruneAfterFromEnvironment();
+  ASSERT_TRUE(month.ok());
+  EXPECT_EQ(**month, std::chrono::seconds(30 * 86400));
+  ::setenv("CODESPACE_PRUNE_AFTER", "soon", 1);
+  auto bad = PruneAfterFromEnvironment();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("CODESPACE_PRUNE_AFTER"));
+  ::unsetenv("CODESPACE_PRUNE_AFTER");
 }
 
 }  // namespace

@@ -552,5 +552,22 @@ TEST_F(EverydayLaneTest, SubmitWithAKeyCreatesOneRun) {
   EXPECT_EQ(runs_with_key("key-lost"), 1);
 }
 
+// The worker prunes by itself when CODESPACE_PRUNE_AFTER is set (here 0s: everything ended).
+TEST_F(EverydayLaneTest, WorkerPrunesByConfiguredAge) {
+  CliResult done = RunCodespace(install_, RunArgs({}, {"true"}));
+  ASSERT_EQ(done.code(), 0) << Describe(done);
+  std::string id = LatestRecord(install_)["id"];
+  ChildProcess worker = Background({"-q", "worker"}, {{"CODESPACE_PRUNE_AFTER", "0s"}});
+  auto until = std::chrono::steady_clock::now() + 20s;
+  while (::access((install_.state_dir() + "/runs/" + id).c_str(), F_OK) == 0 &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_NE(::access((install_.state_dir() + "/runs/" + id).c_str(), F_OK), 0);
+  EXPECT_EQ(RunCodespace(install_, {"show", id}).code(), 125) << "its record went with its logs";
+  worker.Signal(SIGTERM).IgnoreError();
+  worker.Wait().status().IgnoreError();
+}
+
 }  // namespace
 }  // namespace codespace::lanes
