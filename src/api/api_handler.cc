@@ -15,6 +15,7 @@
 #include "api/spec_check.h"
 #include "base/unique_fd.h"
 #include "plan/admission.h"
+#include "run/run_labels.h"
 #include "store/record_json.h"
 #include "supervisor/run_dir.h"
 #include "worker/worker.h"
@@ -208,8 +209,29 @@ HttpResponse ApiHandler::Respond(const HttpRequest& req) {
       HttpResponse error;
       auto spec = SpecFromRequest(req, state_dir_, &error);
       if (!spec) return error;
-      Result<RunRecord> created = runner_.Create(*spec);
+      // Submitting exactly once: a request carrying a key already used answers with that
+      // key's first run (200, Idempotent-Replayed) instead of creating a second one.
+      CreateOptions labels;
+      labels.idempotency_key = req.Header("idempotency-key");
+      if (auto n = req.query.find("name"); n != req.query.end()) labels.name = n->second;
+      if (!labels.idempotency_key.empty()) {
+        if (Status k = CheckIdempotencyKey(labels.idempotency_key); !k.ok()) {
+          return ErrorResponse(400, k.message(), "Idempotency-Key");
+        }
+      }
+      if (!labels.name.empty()) {
+        if (Status n = CheckRunName(labels.name); !n.ok())
+          return ErrorResponse(400, n.message(), "name");
+      }
+      bool replayed = false;
+      Result<RunRecord> created = runner_.Create(*spec, labels, &replayed);
       if (!created.ok()) return StatusResponse(created.status());
+      if (replayed && created->state != RunState::kRefused) {
+        HttpResponse r = JsonResponse(200, RecordValue(*created));
+        r.headers.emplace_back("Idempotent-Replayed", "true");
+        r.headers.emplace_back("Location", "/v1/runs/" + created->id);
+        return r;
+      }
       if (created->state == RunState::kRefused) {
         Json j;
         j["error"] = created->reason;

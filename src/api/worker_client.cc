@@ -81,9 +81,15 @@ Result<WorkerClient::Planned> WorkerClient::Plan(const RunSpec& spec) {
   return p;
 }
 
-Result<RunRecord> WorkerClient::Submit(const RunSpec& spec) {
-  ASSIGN_OR_RETURN(ClientResponse r, CallApi(address_, "POST", "/v1/runs", RunSpecToJson(spec)));
-  if (r.status == 201) {
+Result<RunRecord> WorkerClient::Submit(const RunSpec& spec, const std::string& idempotency_key,
+                                       const std::string& name) {
+  std::map<std::string, std::string> headers;
+  if (!idempotency_key.empty()) headers["Idempotency-Key"] = idempotency_key;
+  // Names are [A-Za-z0-9._-] (CheckRunName): nothing to percent-encode.
+  std::string target = name.empty() ? "/v1/runs" : "/v1/runs?name=" + name;
+  ASSIGN_OR_RETURN(ClientResponse r,
+                   CallApi(address_, "POST", target, RunSpecToJson(spec), headers));
+  if (r.status == 201 || r.status == 200) {  // 200: the key's first run (a replay)
     ASSIGN_OR_RETURN(Json j, ParseBody(r));
     return RecordOf(j);
   }

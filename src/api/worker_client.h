@@ -32,8 +32,11 @@ class WorkerClient {
     std::string run_id;  // the id the predicted namespace is for
   };
   Result<Planned> Plan(const RunSpec& spec);
-  // The created record: queued, or refused (then with its reason).
-  Result<RunRecord> Submit(const RunSpec& spec);
+  // The created record: queued, or refused (then with its reason). `idempotency_key` (may be
+  // empty) goes in the Idempotency-Key header: a retry with the same key answers with the
+  // first run. `name` (may be empty) is the run's name.
+  Result<RunRecord> Submit(const RunSpec& spec, const std::string& idempotency_key = "",
+                           const std::string& name = "");
   Result<std::vector<RunRecord>> List(const RunListOptions& options);
   Result<RunRecord> Get(const std::string& id);
   Status Cancel(const std::string& id);

@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -28,10 +29,14 @@
 #include "api/api_server.h"
 #include "api/worker_client.h"
 #include "base/file_util.h"
+#include "cli/cli_rules.h"
+#include "cli/everyday.h"
 #include "cli/log_follow.h"
+#include "cli/pty_session.h"
 #include "cli/record_format.h"
 #include "cli/state_dir.h"
 #include "plan/admission.h"
+#include "policy/public_suffix.h"
 #include "posture/host_facts.h"
 #include "probe/host_probe.h"
 #include "probe/probe_cache.h"
@@ -44,16 +49,18 @@
 #include "supervisor/supervisor.h"
 #include "worker/local_runner.h"
 #include "worker/namespace_sweep.h"
+#include "worker/retention.h"
 #include "worker/worker.h"
 
 namespace codespace {
 namespace {
 
 struct SpecFlags {
-  std::string egress = "none";
+  std::string egress;  // empty: not given (EffectiveEgress decides)
   std::vector<std::string> allow;
   std::string workspace;
   std::vector<std::string> env;
+  std::vector<std::string> env_files;
   int64_t timeout = 0;
   std::string broker;
   std::vector<std::string> broker_env;
@@ -61,11 +68,14 @@ struct SpecFlags {
   std::vector<std::string> ro_binds, binds, hides;
   std::string state_dir;  // the worker's, which no bind may show
   std::vector<std::string> command;
+  std::string name;             // --name (run, submit)
+  std::string idempotency_key;  // --idempotency-key (submit); made up when not given
 };
 
 void AddSpecFlags(CLI::App* app, SpecFlags* f, bool with_command) {
-  app->add_option("--egress", f->egress, "Egress policy: none | allowlist | open")
-      ->default_str("none");
+  app->add_option("--egress", f->egress,
+                  "Egress policy: none | allowlist | open (default: none; allowlist when an "
+                  "--allow is given)");
   app->add_option("--allow", f->allow,
                   "Allowlist entry (repeatable): host, *.suffix, IPv4/IPv6 address or CIDR, "
                   "optional :port ([v6]:port)")
@@ -74,10 +84,24 @@ void AddSpecFlags(CLI::App* app, SpecFlags* f, bool with_command) {
   app->add_option("--workspace", f->workspace,
                   "Directory bound read-write and used as the working directory (default: "
                   "the current directory)");
-  app->add_option("--env", f->env, "KEY=VALUE for the run's environment (repeatable)")
+  app->add_option("--env,-e", f->env, "KEY=VALUE for the run's environment (repeatable)")
+      ->allow_extra_args(false);
+  app->add_option("--env-file", f->env_files,
+                  "A file of KEY=VALUE lines for the run's environment ('#' comments; "
+                  "repeatable; --env wins)")
       ->allow_extra_args(false);
   app->add_option("--timeout", f->timeout, "Wall-clock timeout in seconds (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            int64_t n = -1;
+            auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+            if (ec != std::errc() || end != v.data() + v.size() || n < 0 || n > 31'536'000) {
+              return "takes whole seconds from 0 (no timeout) to 31536000 (a year), not \"" + v +
+                     "\"";
+            }
+            return "";
+          },
+          "SECONDS"));
   app->add_option("--broker", f->broker,
                   "A broker the run reaches whatever its egress: unix:/path or 127.0.0.1:PORT "
                   "(inside: http://127.0.0.1:<port> in CODESPACE_BROKER_URL)");
@@ -104,7 +128,7 @@ void AddSpecFlags(CLI::App* app, SpecFlags* f, bool with_command) {
 
 Result<RunSpec> SpecFromFlags(const SpecFlags& f) {
   RunSpec spec;
-  ASSIGN_OR_RETURN(SandboxEgressPolicy mode, ParseEgressPolicy(f.egress));
+  ASSIGN_OR_RETURN(SandboxEgressPolicy mode, ParseEgressPolicy(EffectiveEgress(f.egress, f.allow)));
   ASSIGN_OR_RETURN(spec.egress, MakeEgressPolicy(mode, f.allow));
   for (const auto& kv : f.env) {
     size_t eq = kv.find('=');
@@ -113,6 +137,17 @@ Result<RunSpec> SpecFromFlags(const SpecFlags& f) {
     }
   }
   spec.env = f.env;
+  if (!f.env_files.empty()) {  // the files first: a later --env of the same key wins
+    std::vector<std::string> env;
+    for (const auto& file : f.env_files) {
+      auto text = ReadFileToString(file);
+      if (!text.ok()) return text.status().WithContext("--env-file " + file);
+      ASSIGN_OR_RETURN(auto lines, ParseEnvFile(*text, file));
+      env.insert(env.end(), lines.begin(), lines.end());
+    }
+    env.insert(env.end(), f.env.begin(), f.env.end());
+    spec.env = std::move(env);
+  }
   spec.argv = f.command;
   std::string ws = f.workspace;
   if (ws.empty()) {
@@ -152,6 +187,59 @@ Result<RunSpec> SpecFromFlags(const SpecFlags& f) {
 }
 
 void PrintError(const Status& s) { fmt::print(stderr, "codespace: {}\n", s.message()); }
+
+// --- Everyday helpers (issue 20): JSON output, hints, parse-error messages.
+
+std::string JsonEscape(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\')
+      out += {'\\', static_cast<char>(c)};
+    else if (c < 0x20)
+      out += fmt::format("\\u{:04x}", c);
+    else
+      out += static_cast<char>(c);
+  }
+  return out;
+}
+
+std::string AdmissionJson(const Admission& a, const std::string& id) {
+  return fmt::format(
+      "{{\"admitted\":{},\"plan\":\"{}\",\"network\":\"{}\",\"namespace\":\"{}\","
+      "\"reason\":\"{}\",\"run_id\":\"{}\"}}",
+      a.admitted ? "true" : "false", PlanName(a.decision.plan),
+      NetworkPostureName(PostureOfPlan(a.decision.plan)), JsonEscape(a.namespace_name),
+      JsonEscape(a.reason), id);
+}
+
+// A brokered run whose command never reads CODESPACE_BROKER_URL hangs on its own: say where the
+// URL is (and how to put it where an agent looks) when no --broker-env was given.
+void PrintBrokerHint(const SpecFlags& f) {
+  if (f.broker.empty() || !f.broker_env.empty()) return;
+  fmt::print(stderr,
+             "codespace: the broker is at the URL in CODESPACE_BROKER_URL inside the run; a "
+             "command that reads another variable needs --broker-env NAME (e.g. "
+             "--broker-env ANTHROPIC_BASE_URL for claude)\n");
+}
+
+// A parse error names the bad flag or subcommand and points to --help (CLI::App::exit prints it).
+std::string ParseFailureMessage(const CLI::App& app, const CLI::Error& e) {
+  const CLI::App* sub = nullptr;
+  for (const CLI::App* s : app.get_subcommands()) sub = s;
+  std::string command = sub ? "codespace " + sub->get_name() : std::string("codespace");
+  if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+    std::vector<std::string> rest = app.remaining(true);
+    return "codespace: " + UnexpectedArgumentsMessage(command, sub == nullptr, rest) + "\n";
+  }
+  if (!sub && !app.remaining().empty()) {  // `codespace frob`: no such subcommand
+    return "codespace: " + UnexpectedArgumentsMessage(command, true, app.remaining()) + "\n";
+  }
+  if (!sub && dynamic_cast<const CLI::RequiredError*>(&e)) {
+    return "codespace: a command is required (posture, plan, run, submit, worker, runs, show, "
+           "logs, wait, cancel, rm, prune); see `codespace --help`\n";
+  }
+  return fmt::format("codespace: {}: {}; see `{} --help`\n", command, e.what(), command);
+}
 
 HostFacts ProbeAndReport(bool quiet) {
   HostFacts facts = ProbeHost(ProbeOptionsFromEnvironment());
@@ -206,13 +294,6 @@ int ApiPlan(api::WorkerClient& api, const RunSpec& spec, bool quiet) {
 
 int ExitCodeOf(const RunRecord& r);
 
-int ApiSubmit(api::WorkerClient& api, const RunSpec& spec) {
-  auto created = api.Submit(spec);
-  if (ApiFailed(created)) return kExitCodespaceFailed;
-  fmt::print("{}\n", created->id);
-  return created->state == RunState::kRefused ? ExitCodeOf(*created) : 0;
-}
-
 int ApiLogs(api::WorkerClient& api, const std::string& id, bool follow) {
   Status s = api.Logs(id, follow, STDOUT_FILENO, STDERR_FILENO);
   if (!s.ok()) PrintError(s);
@@ -231,9 +312,21 @@ int ApiCancel(api::WorkerClient& api, const std::string& id) {
 
 // --- end of the API client side ----------------------------------------------------------
 
-int CmdPosture(const std::string& state_dir) {
-  if (auto api = api::WorkerClient::IfServing(state_dir)) return ApiPosture(*api);
+int CmdPosture(const std::string& state_dir, bool json = false) {
+  if (auto api = api::WorkerClient::IfServing(state_dir)) {
+    if (!json) return ApiPosture(*api);
+    auto p = api->GetPosture();
+    if (ApiFailed(p)) return kExitCodespaceFailed;
+    // The worker's API gives the line and the refusal (GET /v1/posture has the facts too).
+    fmt::print("{{\"line\":\"{}\",\"refusal\":\"{}\"}}\n", JsonEscape(p->line),
+               JsonEscape(p->refusal));
+    return p->refusal.empty() ? 0 : kExitCodespaceFailed;
+  }
   HostFacts facts = ProbeHost(ProbeOptionsFromEnvironment());
+  if (json) {
+    fmt::print("{}\n", PostureJson(facts));
+    return ConfinementRefusal(facts).empty() ? 0 : kExitCodespaceFailed;
+  }
   fmt::print("{}\n", PostureLine(facts));
   std::string refusal = ConfinementRefusal(facts);
   if (!refusal.empty()) {
@@ -243,7 +336,7 @@ int CmdPosture(const std::string& state_dir) {
   return 0;
 }
 
-int CmdPlan(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
+int CmdPlan(const SpecFlags& flags, bool quiet, const std::string& state_dir, bool json = false) {
   SpecFlags f = flags;
   f.command = {"true"};
   auto spec = SpecFromFlags(f);
@@ -251,10 +344,22 @@ int CmdPlan(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
     PrintError(spec.status());
     return kExitCodespaceFailed;
   }
-  if (auto api = api::WorkerClient::IfServing(state_dir)) return ApiPlan(*api, *spec, quiet);
-  HostFacts facts = ProbeAndReport(quiet);
+  for (const AllowlistEntry& e : spec->egress.allowlist) {  // as a run's creation would refuse
+    if (Status s = CheckWildcardNotPublicSuffix(e, SystemPublicSuffixList()); !s.ok()) {
+      PrintError(s);
+      return kExitCodespaceFailed;
+    }
+  }
+  if (auto api = api::WorkerClient::IfServing(state_dir); api && !json) {
+    return ApiPlan(*api, *spec, quiet);
+  }
+  HostFacts facts = ProbeAndReport(quiet || json);
   std::string id = NewRunId();
   Admission a = Admit(facts, *spec, id);
+  if (json) {
+    fmt::print("{}\n", AdmissionJson(a, id));
+    return a.admitted ? 0 : kExitCodespaceFailed;
+  }
   fmt::print("admitted: {}\nplan: {}\nnetwork: {}\nnamespace: {}\nreason: {}\n",
              a.admitted ? "yes" : "no", PlanName(a.decision.plan),
              NetworkPostureName(PostureOfPlan(a.decision.plan)),
@@ -334,7 +439,9 @@ Result<Session> StartSession(const std::string& state_dir, bool quiet,
 Result<RunRecord> CreateRun(Session& s, const SpecFlags& flags, bool quiet, bool start_now) {
   ASSIGN_OR_RETURN(RunSpec spec, SpecFromFlags(flags));
   LocalProcessRunner runner(s.facts, s.store.get());
-  ASSIGN_OR_RETURN(RunRecord created, start_now ? runner.CreateRunning(spec) : runner.Create(spec));
+  CreateOptions labels{flags.name, start_now ? std::string() : flags.idempotency_key};
+  ASSIGN_OR_RETURN(RunRecord created,
+                   start_now ? runner.CreateRunning(spec, labels) : runner.Create(spec, labels));
   if (!quiet) {
     fmt::print(stderr, "run {} plan={} network={}{}{}\n", created.id, PlanName(created.plan),
                NetworkPostureName(created.network),
@@ -357,7 +464,34 @@ int ExitCodeOf(const RunRecord& r) {
   return r.exit_code.value_or(kExitCodespaceFailed);
 }
 
-int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
+// How the foreground `run` connects the caller to its command (cli/interactive docs).
+struct InteractiveFlags {
+  bool stdin_through = false;  // -i: the caller's stdin is the command's
+  bool terminal = false;       // -t: the command gets a pty of its own (cli/pty_session.h)
+};
+
+int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir,
+           const InteractiveFlags& interactive = {}) {
+  if (!quiet) PrintBrokerHint(flags);
+  if ((interactive.stdin_through || interactive.terminal) &&
+      GetEnv("CODESPACE_SUPERVISOR_EXEC") == "1") {
+    PrintError(FailedPreconditionError(
+        "-i and -t need the forked supervisor (CODESPACE_SUPERVISOR_EXEC=1 execs it, without "
+        "stdin)"));
+    return kExitCodespaceFailed;
+  }
+  // -t: the run's own terminal, before anything is recorded (no terminal on stdin: refused).
+  std::unique_ptr<TerminalSession> tty;
+  std::atomic<bool> window_changed{false};
+  if (interactive.terminal) {
+    auto opened = TerminalSession::Open();
+    if (!opened.ok()) {
+      PrintError(opened.status());
+      return kExitCodespaceFailed;
+    }
+    tty = std::move(*opened);
+    TerminalSession::WatchWindowSize(&window_changed);
+  }
   auto session = StartSession(state_dir, quiet);
   if (!session.ok()) {
     PrintError(session.status());
@@ -372,6 +506,13 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
   RunStore& store = *session->store;
   WorkerConfig wc = MakeWorkerConfig(state_dir);
   wc.fork_supervisor = GetEnv("CODESPACE_SUPERVISOR_EXEC") != "1";  // one thread here
+  // -i: our stdin goes to the forked supervisor and on to the command as its fd 0; we never
+  // read it ourselves. Without -i the command's stdin is /dev/null.
+  if (interactive.stdin_through) wc.stdin_fd = STDIN_FILENO;
+  if (tty) {  // -t: the pty's slave is the command's stdin (and stdout, stderr); -i is implied
+    wc.stdin_fd = tty->slave();
+    wc.tty_master_fd = tty->master();
+  }
   // The run is over for its caller once its status.json is written: a filtered run's network is
   // torn down after that, by the supervisor, off the caller's path. The supervisor says so with
   // a byte on this pipe (SupervisorArgs::recorded_fd); an exec'd one (CODESPACE_SUPERVISOR_EXEC)
@@ -388,6 +529,7 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
   ProcessIdentity sup;
   Status started = StartClaimed(store, wc, session->facts, *created, &sup);
   if (recorded) recorded->write.reset();  // the supervisor's copy alone: EOF once it is gone
+  if (tty) tty->CloseSlave();             // the supervisor's copy alone, as above
   if (!started.ok()) {
     PrintError(started);
     if (session->probes_remembered) ForgetProbes(session->probe_cache);
@@ -411,8 +553,14 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
     }
     size_t copied = follow.Pump();
     int recorded_fd = recorded ? recorded->read.get() : -1;
-    pollfd p[2] = {{pidfd.get(), POLLIN, 0}, {recorded_fd, POLLIN, 0}};
-    int rc = ::poll(p, 2, copied ? 0 : 10);
+    pollfd p[3] = {{pidfd.get(), POLLIN, 0},
+                   {recorded_fd, POLLIN, 0},
+                   {tty ? tty->input_fd() : -1, POLLIN, 0}};
+    int rc = ::poll(p, 3, copied ? 0 : 10);
+    if (tty) {  // what the user typed, to the command's terminal; and its size when it changes
+      if (rc > 0 && p[2].revents) tty->PumpInput();
+      if (window_changed.exchange(false)) tty->SyncWindowSize();
+    }
     if (!pidfd || (rc > 0 && (p[0].revents & POLLIN))) break;  // the supervisor is gone
     if (rc > 0 && (p[1].revents & (POLLIN | POLLHUP))) {
       if (::access(dir.status_path().c_str(), F_OK) == 0) break;  // recorded; logs sealed
@@ -420,6 +568,7 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
     }
   }
   follow.Pump();  // the sealed tail
+  if (tty) tty->Restore();  // before any message below (the destructor restores on early returns)
   auto check = CheckRun(store, wc, session->facts, *created);
   if (!check.ok()) {
     PrintError(check.status());
@@ -439,11 +588,52 @@ int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
   return ExitCodeOf(*rec);
 }
 
-int CmdSubmit(const SpecFlags& flags, bool quiet, const std::string& state_dir) {
-  if (auto api = api::WorkerClient::IfServing(state_dir)) {
+// An answer that says nothing about whether the run was created (the worker died mid-call, a
+// connection refused while it restarts): with the idempotency key, asking again is safe.
+bool SubmitMayRetry(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kPermissionDenied:
+      return false;
+    default:
+      return true;
+  }
+}
+
+int CmdSubmit(const SpecFlags& given, bool quiet, const std::string& state_dir, bool json = false) {
+  if (!quiet) PrintBrokerHint(given);
+  SpecFlags flags = given;
+  // Every submit carries a key; made here when not given, so that the retries below (and a
+  // fallback to the store when the worker is gone) can never create a second run.
+  if (flags.idempotency_key.empty()) flags.idempotency_key = "cs-" + NewRunId();
+  constexpr int kAttempts = 6;
+  for (int attempt = 1;; ++attempt) {
+    auto api = api::WorkerClient::IfServing(state_dir);
+    if (!api) break;  // no worker (any more): the store, with the same key
     auto spec = SpecFromFlags(flags);
     if (ApiFailed(spec)) return kExitCodespaceFailed;
-    return ApiSubmit(*api, *spec);
+    auto created = api->Submit(*spec, flags.idempotency_key, flags.name);
+    if (!created.ok() && SubmitMayRetry(created.status()) && attempt < kAttempts) {
+      fmt::print(stderr, "codespace: submit: {}; asking again with idempotency key {}\n",
+                 created.status().message(), flags.idempotency_key);
+      ::usleep(static_cast<useconds_t>(100000) << (attempt - 1));
+      continue;
+    }
+    if (!created.ok()) {
+      PrintError(created.status());
+      if (SubmitMayRetry(created.status())) {
+        fmt::print(stderr,
+                   "codespace: the run may have been queued; `codespace submit "
+                   "--idempotency-key {} ...` again returns it (never a second run), or look "
+                   "in `codespace runs`\n",
+                   flags.idempotency_key);
+      }
+      return kExitCodespaceFailed;
+    }
+    fmt::print("{}\n", json ? RunRecordToJson(*created, false) : created->id);
+    return created->state == RunState::kRefused ? ExitCodeOf(*created) : 0;
   }
   auto session = StartSession(state_dir, quiet);
   if (!session.ok()) {
@@ -455,8 +645,14 @@ int CmdSubmit(const SpecFlags& flags, bool quiet, const std::string& state_dir) 
     PrintError(created.status());
     return kExitCodespaceFailed;
   }
-  fmt::print("{}\n", created->id);
+  fmt::print("{}\n", json ? RunRecordToJson(*created, false) : created->id);
+  // The id first, where stdout and stderr share a pipe: a caller reading the first line gets it.
+  std::fflush(stdout);
   if (created->state == RunState::kRefused) return ExitCodeOf(*created);
+  // Nothing answered on the API socket (that is how we got here): no worker will start it now.
+  // Exit 0 still (it is queued), but not in silence.
+  std::string notice = NoWorkerNotice(state_dir);
+  if (!notice.empty()) fmt::print(stderr, "codespace: run {} queued; {}\n", created->id, notice);
   return 0;
 }
 
@@ -504,6 +700,14 @@ int CmdWorker(bool quiet, const std::string& state_dir) {
   }
   WorkerConfig wc = MakeWorkerConfig(state_dir);
   if (spawner.ok()) wc.spawner = spawner->get();
+  // Retention by age (CODESPACE_PRUNE_AFTER=30d); unset: records are kept until removed.
+  auto prune_after = PruneAfterFromEnvironment();
+  if (!prune_after.ok()) {
+    PrintError(prune_after.status());
+    (*api_server)->Stop();
+    return kExitCodespaceFailed;
+  }
+  wc.prune_after = *prune_after;
   Status s = RunWorker(*session->store, wc, session->facts, g_interrupted, &*wake);
   (*api_server)->Stop();
   if (!s.ok()) {
@@ -524,6 +728,10 @@ int CmdLogs(const std::string& state_dir, const std::string& id, bool follow_fla
   if (!rec.ok()) {
     PrintError(rec.status());
     return kExitCodespaceFailed;
+  }
+  if (follow_flag && rec->state == RunState::kQueued) {
+    std::string notice = NoWorkerNotice(state_dir);
+    if (!notice.empty()) fmt::print(stderr, "codespace: run {} is queued; {}\n", id, notice);
   }
   RunDir dir = RunDirFor(state_dir, id);
   LogFollower follow(dir.stdout_path(), dir.stderr_path(), STDOUT_FILENO, STDERR_FILENO);
@@ -559,6 +767,7 @@ int CmdRuns(const std::string& state_dir, const std::string& state, size_t limit
     PrintError(store.status());
     return kExitCodespaceFailed;
   }
+  LookAtRunsInFlight(**store, state_dir);
   RunListOptions opts;
   opts.limit = limit;
   if (!state.empty()) {
@@ -593,6 +802,7 @@ int CmdShow(const std::string& state_dir, const std::string& id, bool json) {
     PrintError(store.status());
     return kExitCodespaceFailed;
   }
+  LookAtRunsInFlight(**store, state_dir);
   Result<RunRecord> rec = NotFoundError("no runs");
   auto api = api::WorkerClient::IfServing(state_dir);
   if (id == "latest") {
@@ -611,6 +821,58 @@ int CmdShow(const std::string& state_dir, const std::string& id, bool json) {
   return 0;
 }
 
+// --- Everyday commands and helpers (issue 20) --------------------------------------------
+
+int CmdWait(const std::string& state_dir, const std::string& id, bool json) {
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  auto rec = WaitForEnd(state_dir, id, g_interrupted);
+  if (ApiFailed(rec)) return kExitCodespaceFailed;
+  if (json) fmt::print("{}\n", RunRecordToJson(*rec, false));
+  return ExitCodeOf(*rec);
+}
+
+int CmdRm(const std::string& state_dir, const std::vector<std::string>& ids) {
+  auto store = OpenStore(state_dir);
+  if (ApiFailed(store)) return kExitCodespaceFailed;
+  int rc = 0;
+  for (const auto& given : ids) {
+    auto id = ResolveRunId(state_dir, given);
+    Status s = id.ok() ? RemoveRun(**store, state_dir, *id) : id.status();
+    if (!s.ok()) {
+      PrintError(s);
+      rc = kExitCodespaceFailed;
+      continue;
+    }
+    fmt::print("removed {}\n", *id);
+  }
+  return rc;
+}
+
+int CmdPrune(const std::string& state_dir, const std::string& age_text, bool json) {
+  auto age = ParseDuration(age_text);
+  if (ApiFailed(age)) return kExitCodespaceFailed;
+  auto store = OpenStore(state_dir);
+  if (ApiFailed(store)) return kExitCodespaceFailed;
+  PruneResult pruned = PruneRuns(**store, state_dir, *age, NowMs());
+  for (const auto& e : pruned.errors) fmt::print(stderr, "codespace: prune: {}\n", e);
+  if (json) {
+    std::string out = "[";
+    for (size_t i = 0; i < pruned.removed.size(); ++i) {
+      out += fmt::format("{}\"{}\"", i ? "," : "", pruned.removed[i]);
+    }
+    fmt::print("{}]\n", out);
+  } else {
+    fmt::print("removed {} run(s) that ended over {} ago\n", pruned.removed.size(), age_text);
+  }
+  return pruned.errors.empty() ? 0 : kExitCodespaceFailed;
+}
+
+// --- end of the everyday commands ----------------------------------------------------------
+
 int Main(int argc, char** argv) {
   // The supervisor of one run (started by `run` and `worker`, never by hand).
   if (argc >= 2 && std::string(argv[1]) == "__supervise") {
@@ -626,10 +888,18 @@ int Main(int argc, char** argv) {
       "policy per run, and keep a durable record of every run."};
   app.require_subcommand(1);
   bool quiet = false;
+  bool json = false;
   std::string state_dir = DefaultStateDir();
   app.add_flag("--quiet,-q", quiet, "Do not print the posture line");
+  app.add_flag("--json", json, "Print records, lists, the plan and the posture as JSON");
   app.add_option("--state-dir", state_dir, "Where records are kept (CODESPACE_STATE_DIR)")
       ->default_str(state_dir);
+  app.set_version_flag("--version", std::string("codespace ") + CODESPACE_VERSION);
+  // Global flags after the subcommand too (`codespace submit --quiet ...`): a flag a subcommand
+  // does not know falls through to here. Set before the subcommands, which inherit it.
+  app.fallthrough();
+  app.failure_message(
+      [&app](const CLI::App*, const CLI::Error& e) { return ParseFailureMessage(app, e); });
 
   app.add_subcommand("posture", "Probe the host and print the posture line");
 
@@ -642,24 +912,33 @@ int Main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "Run a command in a sandbox, in the foreground");
   AddSpecFlags(run, &run_flags, true);
   run->add_flag("--quiet,-q", quiet, "Do not print the posture and run lines");
+  run->add_option("--name", run_flags.name,
+                  "A name for the run, accepted wherever a run id is (newest of that name)");
+  InteractiveFlags run_interactive;
+  run->add_flag("--interactive,-i", run_interactive.stdin_through,
+                "Pass stdin through to the command (default: its stdin is /dev/null)");
+  run->add_flag("--tty,-t", run_interactive.terminal,
+                "Give the command a terminal of its own (implies -i; stdin must be a terminal): "
+                "codespace run -it -- claude");
 
   std::string runs_state;
   size_t runs_limit = 50;
-  bool runs_json = false;
   auto* runs = app.add_subcommand("runs", "List run records, newest first");
   runs->add_option("--state", runs_state, "Only runs in this state");
   runs->add_option("--limit", runs_limit, "At most this many")->default_str("50");
-  runs->add_flag("--json", runs_json, "JSON array of records");
 
   std::string show_id;
-  bool show_json = false;
   auto* show = app.add_subcommand("show", "Show one run's record");
-  show->add_option("id", show_id, "Run id, or \"latest\"")->required();
-  show->add_flag("--json", show_json, "The record as JSON");
+  show->add_option("id", show_id, "Run id, name, or \"latest\"")->required();
 
   SpecFlags submit_flags;
   auto* submit = app.add_subcommand("submit", "Queue a run for the worker and print its id");
   AddSpecFlags(submit, &submit_flags, true);
+  submit->add_option("--name", submit_flags.name,
+                     "A name for the run, accepted wherever a run id is (newest of that name)");
+  submit->add_option("--idempotency-key", submit_flags.idempotency_key,
+                     "Submit at most once per key: a retry with it returns the first run "
+                     "(default: a key made for this call, reused by its own retries)");
 
   app.add_subcommand("worker",
                      "The long-lived worker: claims queued runs, supervises them, "
@@ -668,12 +947,28 @@ int Main(int argc, char** argv) {
   std::string logs_id;
   bool logs_follow = false;
   auto* logs = app.add_subcommand("logs", "Stream a run's output, live or sealed");
-  logs->add_option("id", logs_id, "Run id")->required();
+  logs->add_option("id", logs_id, "Run id, name, or \"latest\"")->required();
   logs->add_flag("--follow,-f", logs_follow, "Keep streaming until the run ends");
 
   std::string cancel_id;
   auto* cancel = app.add_subcommand("cancel", "Stop a run: SIGTERM, a grace, then SIGKILL");
-  cancel->add_option("id", cancel_id, "Run id")->required();
+  cancel->add_option("id", cancel_id, "Run id, name, or \"latest\"")->required();
+
+  // --- Everyday commands (issue 20): wait, rm, prune.
+  std::string wait_id;
+  auto* wait =
+      app.add_subcommand("wait", "Wait for a run to end; exit with its status (as `run` does)");
+  wait->add_option("id", wait_id, "Run id, name, or \"latest\"")->required();
+  std::vector<std::string> rm_ids;
+  auto* rm = app.add_subcommand("rm", "Remove ended runs: their records and logs together");
+  rm->add_option("ids", rm_ids,
+                 "Run ids or names (or \"latest\"); a run in flight is never removed")
+      ->required();
+  std::string prune_age;
+  auto* prune = app.add_subcommand(
+      "prune", "Remove every run that ended longer ago than --older-than (records and logs)");
+  prune->add_option("--older-than", prune_age, "Age: a whole number and s, m, h, d or w (30d)")
+      ->required();
 
   try {
     app.parse(argc, argv);
@@ -682,15 +977,25 @@ int Main(int argc, char** argv) {
     return rc == 0 ? 0 : kExitCodespaceFailed;
   }
   for (SpecFlags* f : {&plan_flags, &run_flags, &submit_flags}) f->state_dir = state_dir;
-  if (app.got_subcommand("posture")) return CmdPosture(state_dir);
-  if (app.got_subcommand("plan")) return CmdPlan(plan_flags, quiet, state_dir);
-  if (app.got_subcommand("run")) return CmdRun(run_flags, quiet, state_dir);
-  if (app.got_subcommand("runs")) return CmdRuns(state_dir, runs_state, runs_limit, runs_json);
-  if (app.got_subcommand("show")) return CmdShow(state_dir, show_id, show_json);
-  if (app.got_subcommand("submit")) return CmdSubmit(submit_flags, quiet, state_dir);
+  if (app.got_subcommand("posture")) return CmdPosture(state_dir, json);
+  if (app.got_subcommand("plan")) return CmdPlan(plan_flags, quiet, state_dir, json);
+  if (app.got_subcommand("run")) return CmdRun(run_flags, quiet, state_dir, run_interactive);
+  if (app.got_subcommand("runs")) return CmdRuns(state_dir, runs_state, runs_limit, json);
+  if (app.got_subcommand("submit")) return CmdSubmit(submit_flags, quiet, state_dir, json);
   if (app.got_subcommand("worker")) return CmdWorker(quiet, state_dir);
+  // "latest" wherever an id is taken.
+  for (std::string* id : {&logs_id, &cancel_id, &wait_id, &show_id}) {
+    if (id->empty() || IsValidRunId(*id)) continue;  // empty: not this subcommand's
+    auto resolved = ResolveRunId(state_dir, *id);
+    if (ApiFailed(resolved)) return kExitCodespaceFailed;
+    *id = *resolved;
+  }
+  if (app.got_subcommand("show")) return CmdShow(state_dir, show_id, json);
   if (app.got_subcommand("logs")) return CmdLogs(state_dir, logs_id, logs_follow);
   if (app.got_subcommand("cancel")) return CmdCancel(state_dir, cancel_id);
+  if (app.got_subcommand("wait")) return CmdWait(state_dir, wait_id, json);
+  if (app.got_subcommand("rm")) return CmdRm(state_dir, rm_ids);
+  if (app.got_subcommand("prune")) return CmdPrune(state_dir, prune_age, json);
   return kExitCodespaceFailed;
 }
 

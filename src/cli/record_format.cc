@@ -4,6 +4,8 @@
 
 #include <ctime>
 
+#include "cli/cli_rules.h"
+
 namespace codespace {
 
 namespace {
@@ -109,7 +111,7 @@ std::string FormatRecordTable(const std::vector<RunRecord>& records) {
   std::string out = fmt::format("{:<16}  {:<9}  {:<8}  {:<8}  {:<10}  {:<24}  {}\n", "ID", "STATE",
                                 "PLAN", "NETWORK", "ENDED", "CREATED", "COMMAND");
   for (const auto& r : records) {
-    std::string cmd = Command(r.spec);
+    std::string cmd = OneLine(Command(r.spec));  // one line per run, whatever the command
     if (cmd.size() > 60) cmd = cmd.substr(0, 57) + "...";
     out += fmt::format("{:<16}  {:<9}  {:<8}  {:<8}  {:<10}  {:<24}  {}\n", r.id,
                        RunStateName(r.state), PlanName(r.plan), NetworkPostureName(r.network),

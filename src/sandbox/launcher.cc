@@ -156,8 +156,10 @@ class Launch {
     for (auto* p : {&out, &err, &status}) {
       if (!p->ok()) return RunOutcome::Aborted("sandbox setup failed: " + p->status().message());
     }
+    const bool tty = r_.tty_master_fd >= 0 && r_.stdin_fd >= 0;
     std::vector<std::string> command = {confined ? std::string(kSandboxInitPath) : r_.init_path,
                                         std::to_string(kStatusFd)};
+    if (tty) command.push_back("--tty");
     if (!r_.broker_socket.empty()) {
       std::string names;
       for (const auto& n : r_.broker_env) names += (names.empty() ? "" : ",") + n;
@@ -172,6 +174,10 @@ class Launch {
 
     SpawnOptions o;
     o.fds = {{out->write.get(), 1}, {err->write.get(), 2}, {status->write.get(), kStatusFd}};
+    if (r_.stdin_fd >= 0) o.fds.push_back({r_.stdin_fd, 0});  // else /dev/null
+    if (tty)
+      o.fds = {
+          {r_.stdin_fd, 0}, {r_.stdin_fd, 1}, {r_.stdin_fd, 2}, {status->write.get(), kStatusFd}};
     if (net_) o.netns_fd = net_->netns_fd();
     // The synthetic /etc/passwd and /etc/group: bubblewrap reads them from these fds (kept
     // until Spawn has handed them over) — no file a run's uid would need to reach on the host.
@@ -256,6 +262,13 @@ class Launch {
     }
     child_ = std::move(*child);
     out_ = {std::move(out->read), r_.stdout_sink, "stdout", {}};
+    if (tty) {
+      // The sandbox holds the slave now: ours goes, so that the master reads EOF (EIO) once the
+      // last process of the sandbox has closed it. Output comes from the master.
+      ::close(r_.stdin_fd);
+      out_.fd = UniqueFd(::fcntl(r_.tty_master_fd, F_DUPFD_CLOEXEC, 0));
+      out_.name = "terminal";
+    }
     err_ = {std::move(err->read), r_.stderr_sink, "stderr", {}};
     status_fd_ = std::move(status->read);
     for (int fd : {out_.fd.get(), err_.fd.get(), status_fd_.get()}) {
@@ -390,6 +403,8 @@ class Launch {
       }
       if (auto parsed = ParseInitLine(line, r_.spec.argv[0]); parsed && !main_) {
         main_ = parsed;
+        main_ended_ = Clock::now();
+        main_ended_before_kill_ = !killed_all_;
         drain_deadline_ = Clock::now() + r_.drain_grace;
       }
     }
@@ -426,7 +441,8 @@ class Launch {
   void BeginStop(RunOutcome::Kind why) {
     stopping_ = true;
     stop_kind_ = why;
-    stop_deadline_ = Clock::now() + r_.stop_grace;
+    stop_started_ = Clock::now();
+    stop_deadline_ = stop_started_ + r_.stop_grace;
     // SIGTERM to codespace-init, which passes it to the command.
     if (r_.decision.confined) {
       if (sandbox_pid_ > 0) {
@@ -470,15 +486,7 @@ class Launch {
   RunOutcome Outcome() {
     RunOutcome o;
     if (stopping_) {
-      o.kind = stop_kind_;
-      o.signal = main_ && main_->kind == RunOutcome::Kind::kSignaled ? main_->signal : SIGKILL;
-      o.reason = stop_kind_ == RunOutcome::Kind::kTimedOut
-                     ? fmt::format("wall-clock timeout of {}s reached; the sandbox was stopped "
-                                   "(SIGTERM, then SIGKILL after {} ms)",
-                                   r_.spec.timeout.count(), r_.stop_grace.count())
-                     : fmt::format("cancelled on request; the sandbox was stopped (SIGTERM, then "
-                                   "SIGKILL after {} ms)",
-                                   r_.stop_grace.count());
+      o = StopOutcome();
     } else if (main_) {
       o = *main_;
     } else if (started_) {
@@ -497,6 +505,51 @@ class Launch {
     return o;
   }
 
+  // A stopped run (cancel or timeout): the record tells what the command did with the SIGTERM.
+  // A command that ended by itself within the grace (it trapped SIGTERM and exited 3, or died
+  // of the SIGTERM) keeps its own status and the reason says when; only one still running at
+  // the grace's end was SIGKILLed, and only then does the reason say so.
+  RunOutcome StopOutcome() const {
+    RunOutcome o;
+    o.kind = stop_kind_;
+    std::string why =
+        stop_kind_ == RunOutcome::Kind::kTimedOut
+            ? fmt::format("wall-clock timeout of {}s reached", r_.spec.timeout.count())
+            : std::string("cancelled on request");
+    const bool by_itself =
+        main_ && main_ended_before_kill_ &&
+        (main_->kind == RunOutcome::Kind::kExited || main_->kind == RunOutcome::Kind::kSignaled);
+    if (by_itself && main_ended_ < stop_started_) {
+      // It had ended before the stop; what was stopped was its background processes.
+      o.exit_code = main_->kind == RunOutcome::Kind::kExited ? main_->exit_code : 0;
+      o.signal = main_->kind == RunOutcome::Kind::kSignaled ? main_->signal : 0;
+      o.reason = fmt::format(
+          "{}; the command had already ended, its background processes were "
+          "stopped (SIGTERM, then SIGKILL after {} ms)",
+          why, r_.stop_grace.count());
+      return o;
+    }
+    if (by_itself) {
+      auto after =
+          std::chrono::duration_cast<std::chrono::milliseconds>(main_ended_ - stop_started_)
+              .count();
+      o.exit_code = main_->kind == RunOutcome::Kind::kExited ? main_->exit_code : 0;
+      o.signal = main_->kind == RunOutcome::Kind::kSignaled ? main_->signal : 0;
+      o.reason =
+          fmt::format("{}; SIGTERM was sent and the command {} {} ms later (grace {} ms)", why,
+                      o.signal ? fmt::format("died of signal {}", o.signal)
+                               : fmt::format("exited with status {}", o.exit_code),
+                      after, r_.stop_grace.count());
+      return o;
+    }
+    o.signal = main_ && main_->kind == RunOutcome::Kind::kSignaled ? main_->signal : SIGKILL;
+    o.reason = fmt::format(
+        "{}; the sandbox was stopped (SIGTERM, then SIGKILL after {} ms: the command was still "
+        "running)",
+        why, r_.stop_grace.count());
+    return o;
+  }
+
   const LaunchRequest& r_;
   FilteredEgressNetns* net_;
   std::vector<char> buf_;
@@ -512,6 +565,8 @@ class Launch {
   bool stopping_ = false;
   RunOutcome::Kind stop_kind_ = RunOutcome::Kind::kCancelled;
   Clock::time_point stop_deadline_, drain_deadline_;
+  Clock::time_point stop_started_, main_ended_;
+  bool main_ended_before_kill_ = false;
   bool killed_all_ = false;
   std::optional<Clock::time_point> abandon_at_;
   Clock::time_point abandon_hard_;

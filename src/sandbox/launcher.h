@@ -67,6 +67,15 @@ struct LaunchRequest {
   int workspace_mount_fd = -1;
   std::string workspace_source;
 
+  // The command's stdin (fd 0 inside the sandbox); -1: /dev/null. `codespace run -i` passes its
+  // own stdin down (through the forked supervisor), so the command reads what the caller pipes.
+  int stdin_fd = -1;
+  // `codespace run -t`: the master of the run's own pty, whose slave is `stdin_fd`. The slave
+  // becomes the command's stdin, stdout and stderr and its controlling terminal (codespace-init
+  // --tty); the command's output is read from the master into stdout_sink (stderr stays empty:
+  // a terminal has one stream). The launcher closes `stdin_fd` once the sandbox holds it, so
+  // the master reads EOF when the sandbox is gone. -1: no terminal.
+  int tty_master_fd = -1;
   OutputSink* stdout_sink = nullptr;  // required
   OutputSink* stderr_sink = nullptr;  // required
   // Readable (an eventfd, a pipe) → cancel: SIGTERM, `stop_grace`, then SIGKILL. -1: none.

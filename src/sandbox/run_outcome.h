@@ -12,8 +12,9 @@ struct RunOutcome {
   enum class Kind {
     kExited,        // the command exited with exit_code
     kSignaled,      // the command was killed by `signal`
-    kTimedOut,      // the wall-clock timeout stopped the sandbox (SIGTERM, grace, SIGKILL)
-    kCancelled,     // a cancel request stopped the sandbox (SIGTERM, grace, SIGKILL)
+    kTimedOut,      // the wall-clock timeout stopped the sandbox (SIGTERM, grace, SIGKILL);
+                    // exit_code or signal: the command's own when it ended within the grace
+    kCancelled,     // a cancel request stopped the sandbox (SIGTERM, grace, SIGKILL); as above
     kNotFound,      // the command does not exist (127)
     kCannotInvoke,  // the command exists but cannot be executed (126)
     kAborted,       // codespace could not set the run up; the command never started
@@ -39,7 +40,8 @@ struct RunOutcome {
       case Kind::kExited: return exit_code;
       case Kind::kSignaled: return 128 + signal;
       case Kind::kTimedOut:
-      case Kind::kCancelled: return 128 + (signal ? signal : 9);
+      case Kind::kCancelled:
+        return signal ? 128 + signal : exit_code;  // its own, in the grace
       case Kind::kNotFound: return 127;
       case Kind::kCannotInvoke: return 126;
       case Kind::kAborted: return 125;

@@ -1,6 +1,11 @@
 // codespace-init: the first program inside every bubblewrap sandbox.
 //
-//   codespace-init STATUS_FD [--relay PORT SOCKET NAME[,NAME...]] COMMAND [ARGS...]
+//   codespace-init STATUS_FD [--tty] [--relay PORT SOCKET NAME[,NAME...]] COMMAND [ARGS...]
+//
+// With --tty (`codespace run -t`) its stdin is the run's own pty (never the user's terminal):
+// it makes that its controlling terminal (in a session it leads) and runs the command in a
+// process group of its own in the foreground, so Ctrl-C and Ctrl-Z typed there signal the
+// command alone, not this init.
 //
 // With --relay it first starts the broker relay (a child: 127.0.0.1:PORT inside the sandbox →
 // the bind-mounted SOCKET; PORT 0 picks one), waits until it listens, and sets every NAME to
@@ -16,14 +21,16 @@
 // launch) and keeps STATUS_FD out of the command (close-on-exec), so the command cannot forge
 // its own record; it is not dumpable, so the command reaches neither STATUS_FD through
 // /proc/<init>/fd nor this process through ptrace.
-#include <sys/prctl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <initializer_list>
@@ -65,20 +72,36 @@ int main(int argc, char** argv) {
   }
   int status_fd = atoi(argv[1]);
   int cmd_index = 2;
+  bool tty = false;
+  if (std::string(argv[2]) == "--tty") {
+    tty = true;
+    ++cmd_index;
+    if (argc < 4) return 125;
+    // Only a session leader may take a controlling terminal. Confined, bubblewrap's
+    // --new-session made its pid-namespace init the leader, not this process: a session of our
+    // own, inside the sandbox (unconfined we lead one already and setsid fails harmlessly).
+    if (getsid(0) != getpid()) setsid();
+    if (ioctl(0, TIOCSCTTY, 0) != 0) {
+      fprintf(stderr, "codespace-init: TIOCSCTTY on the run's terminal: %s\n", strerror(errno));
+      tty = false;  // still a terminal, without job control
+    }
+  }
   pid_t relay = -1;
-  if (std::string(argv[2]) == "--relay") {
-    if (argc < 7) {
+  if (std::string(argv[cmd_index]) == "--relay") {
+    if (argc < cmd_index + 5) {
       fprintf(stderr, "codespace-init: --relay needs PORT SOCKET NAMES and a command\n");
       return 125;
     }
-    cmd_index = 6;
+    const int relay_at = cmd_index;
+    cmd_index += 4;
     int ready[2];
     if (pipe2(ready, O_CLOEXEC) != 0) return 125;
     relay = fork();
     if (relay < 0) return 125;
     if (relay == 0) {
       close(ready[0]);
-      _exit(codespace::RunSandboxRelay(static_cast<uint16_t>(atoi(argv[3])), argv[4], ready[1]));
+      _exit(codespace::RunSandboxRelay(static_cast<uint16_t>(atoi(argv[relay_at + 1])),
+                                       argv[relay_at + 2], ready[1]));
     }
     close(ready[1]);
     char buf[64] = {0};
@@ -95,11 +118,11 @@ int main(int argc, char** argv) {
       waitpid(relay, nullptr, 0);
       return 125;
     }
-    int port = buf[1] >= '0' && buf[1] <= '9' ? atoi(buf + 1) : atoi(argv[3]);
+    int port = buf[1] >= '0' && buf[1] <= '9' ? atoi(buf + 1) : atoi(argv[relay_at + 1]);
     char url[64];
     snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
     setenv("CODESPACE_BROKER_URL", url, 1);
-    std::string names = argv[5];
+    std::string names = argv[relay_at + 3];
     size_t start = 0;
     while (start <= names.size()) {
       size_t comma = names.find(',', start);
@@ -132,6 +155,14 @@ int main(int argc, char** argv) {
   if (pid < 0) return 125;
   if (pid == 0) {
     for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) signal(sig, SIG_DFL);
+    if (tty) {
+      // Its own process group, in the terminal's foreground (SIGTTOU ignored for the call: a
+      // background group may not otherwise set it), then the default again for the command.
+      setpgid(0, 0);
+      signal(SIGTTOU, SIG_IGN);
+      tcsetpgrp(0, getpid());
+      signal(SIGTTOU, SIG_DFL);
+    }
     execvp(argv[cmd_index], argv + cmd_index);
     int err = errno;
     ssize_t ignored = write(exec_pipe[1], &err, sizeof(err));

@@ -272,6 +272,8 @@ Json RecordToValue(const RunRecord& record) {
   value["host_gid"] = OptionalIntToValue(record.host_gid);
   value["network_report"] = NetworkReportToValue(record.network_report);
   value["logs"] = LogsToValue(record.stdout_log, record.stderr_log);
+  value["name"] = record.name;
+  value["idempotency_key"] = record.idempotency_key;
   return value;
 }
 
@@ -355,7 +357,8 @@ Result<RunRecord> RecordFromValue(const Json& value) {
   RETURN_IF_ERROR(CheckObject(value, "",
                               {"id", "spec", "plan", "network", "namespace", "state", "exit_code",
                                "signal", "reason", "created_ms", "started_ms", "ended_ms",
-                               "setup_ms", "host_uid", "host_gid", "network_report", "logs"}));
+                               "setup_ms", "host_uid", "host_gid", "network_report", "logs",
+                               "name", "idempotency_key"}));
   RunRecord record;
   ASSIGN_OR_RETURN(record.id, RequiredString(value, "", "id"));
   ASSIGN_OR_RETURN(const Json* spec, RequiredField(value, "", "spec"));
@@ -397,6 +400,13 @@ Result<RunRecord> RecordFromValue(const Json& value) {
   ASSIGN_OR_RETURN(auto both, LogsFromValue(*logs, "logs"));
   record.stdout_log = both.first;
   record.stderr_log = both.second;
+  // Optional, as setup_ms: an older worker answers without them.
+  if (FindField(value, "name")) {
+    ASSIGN_OR_RETURN(record.name, RequiredString(value, "", "name"));
+  }
+  if (FindField(value, "idempotency_key")) {
+    ASSIGN_OR_RETURN(record.idempotency_key, RequiredString(value, "", "idempotency_key"));
+  }
   return record;
 }
 

@@ -177,7 +177,7 @@ TEST(RunRecordJsonTest, FieldsAreNamedAsDocumented) {
                               R"("broker_failed":0,"broker_bytes_to":0,"broker_bytes_from":0},)"
                               R"("logs":{"stdout":)"
                               R"({"bytes":0,"sha256":"","sealed":false},"stderr":{"bytes":0,)"
-                              R"("sha256":"","sealed":false}}})"));
+                              R"("sha256":"","sealed":false}},"name":"","idempotency_key":""})"));
   EXPECT_THAT(json, Not(HasSubstr("\n")));
   EXPECT_THAT(RunRecordToJson(*record, /*pretty=*/true), HasSubstr("\n  \"id\": "));
 }

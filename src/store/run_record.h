@@ -47,6 +47,11 @@ struct RunRecord {
   // worker's own uid (an unprivileged worker), or the command never started.
   std::optional<int64_t> host_uid;
   std::optional<int64_t> host_gid;
+  // The caller's name for the run (`--name`; empty: none), accepted wherever an id is.
+  std::string name;
+  // The key its submitter sent (`Idempotency-Key`; empty: none): one run per key, ever, in a
+  // store (a UNIQUE index), so a retried submit whose answer was lost never runs it twice.
+  std::string idempotency_key;
 
   friend bool operator==(const RunRecord&, const RunRecord&) = default;
 };

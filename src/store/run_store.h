@@ -35,6 +35,15 @@ class RunStore {
   // `expected` and IsAllowedTransition(expected, updated.state) (or the state is unchanged).
   // kAborted when another writer moved it first; kFailedPrecondition for a backward move.
   [[nodiscard]] virtual Status Update(const RunRecord& updated, RunState expected) = 0;
+  // Removes the record of a run that has ended (retention: `codespace rm`, `prune`), in one
+  // statement that checks its state: a run queued or running is never removed (kFailedPrecondition
+  // naming its state); kNotFound when there is no such run.
+  [[nodiscard]] virtual Status DeleteEnded(std::string_view id) = 0;
+  // The run created with this idempotency key (there is at most one: Insert of a second is
+  // kAlreadyExists); kNotFound when none.
+  [[nodiscard]] virtual Result<RunRecord> FindByIdempotencyKey(std::string_view key) = 0;
+  // The newest run with this name; kNotFound when none.
+  [[nodiscard]] virtual Result<RunRecord> FindByName(std::string_view name) = 0;
 };
 
 }  // namespace codespace

@@ -75,6 +75,14 @@ ALTER TABLE runs ADD COLUMN setup_ms INTEGER;
 ALTER TABLE runs ADD COLUMN host_uid INTEGER;
 ALTER TABLE runs ADD COLUMN host_gid INTEGER;
 )sql"},
+    // The run's name (`--name`), and its submitter's idempotency key: NULL for none, so that the
+    // UNIQUE index holds only the keys given (SQLite lets NULLs repeat under UNIQUE).
+    {7, R"sql(
+ALTER TABLE runs ADD COLUMN name TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN idempotency_key TEXT;
+CREATE UNIQUE INDEX runs_by_idempotency_key ON runs (idempotency_key);
+CREATE INDEX runs_by_name ON runs (name, created_ms);
+)sql"},
 };
 
 constexpr bool MigrationsAreInOrder() {
@@ -88,29 +96,30 @@ static_assert(MigrationsAreInOrder(), "kMigrations must be numbered 1, 2, 3, ...
 
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 
-// Column order shared by INSERT, UPDATE (?1..?17) and SELECT (columns 0..16).
+// Column order shared by INSERT, UPDATE (?1..?19) and SELECT (columns 0..18).
 constexpr char kColumns[] =
     "id, spec_json, plan, network, namespace, state, exit_code, signal, reason, created_ms, "
-    "started_ms, ended_ms, network_report_json, logs_json, setup_ms, host_uid, host_gid";
+    "started_ms, ended_ms, network_report_json, logs_json, setup_ms, host_uid, host_gid, name, "
+    "idempotency_key";
 
 constexpr char kInsertSql[] =
     "INSERT INTO runs (id, spec_json, plan, network, namespace, state, exit_code, signal, reason, "
     "created_ms, started_ms, ended_ms, network_report_json, logs_json, setup_ms, host_uid, "
-    "host_gid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
-    "?17)";
+    "host_gid, name, idempotency_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+    "?13, ?14, ?15, ?16, ?17, ?18, ?19)";
 
-// Compare-and-set: only a row still in the expected state (?18) is replaced.
+// Compare-and-set: only a row still in the expected state (?20) is replaced.
 constexpr char kUpdateSql[] =
     "UPDATE runs SET spec_json = ?2, plan = ?3, network = ?4, namespace = ?5, state = ?6, "
     "exit_code = ?7, signal = ?8, reason = ?9, created_ms = ?10, started_ms = ?11, "
     "ended_ms = ?12, network_report_json = ?13, logs_json = ?14, setup_ms = ?15, host_uid = ?16, "
-    "host_gid = ?17 WHERE id = ?1 AND state = ?18";
+    "host_gid = ?17, name = ?18, idempotency_key = ?19 WHERE id = ?1 AND state = ?20";
 
 Status BindOptionalInt(sqlite::Statement& stmt, int index, const std::optional<int>& value) {
   return value.has_value() ? stmt.BindInt64(index, *value) : stmt.BindNull(index);
 }
 
-// Binds ?1..?17 in kColumns order.
+// Binds ?1..?19 in kColumns order (?20 is Update's expected state).
 Status BindRecord(sqlite::Statement& stmt, const RunRecord& record) {
   RETURN_IF_ERROR(stmt.BindText(1, record.id));
   RETURN_IF_ERROR(stmt.BindText(2, RunSpecToJson(record.spec)));
@@ -129,6 +138,9 @@ Status BindRecord(sqlite::Statement& stmt, const RunRecord& record) {
   RETURN_IF_ERROR(record.setup_ms ? stmt.BindInt64(15, *record.setup_ms) : stmt.BindNull(15));
   RETURN_IF_ERROR(record.host_uid ? stmt.BindInt64(16, *record.host_uid) : stmt.BindNull(16));
   RETURN_IF_ERROR(record.host_gid ? stmt.BindInt64(17, *record.host_gid) : stmt.BindNull(17));
+  RETURN_IF_ERROR(stmt.BindText(18, record.name));
+  RETURN_IF_ERROR(record.idempotency_key.empty() ? stmt.BindNull(19)
+                                                 : stmt.BindText(19, record.idempotency_key));
   return OkStatus();
 }
 
@@ -179,6 +191,8 @@ Result<RunRecord> RecordFromRow(const sqlite::Statement& row) {
   if (!row.ColumnIsNull(14)) record.setup_ms = row.ColumnInt64(14);
   if (!row.ColumnIsNull(15)) record.host_uid = row.ColumnInt64(15);
   if (!row.ColumnIsNull(16)) record.host_gid = row.ColumnInt64(16);
+  record.name = row.ColumnText(17);
+  if (!row.ColumnIsNull(18)) record.idempotency_key = row.ColumnText(18);
   return record;
 }
 
@@ -313,6 +327,10 @@ Status SqliteRunStore::Insert(const RunRecord& record) {
       return Status(StatusCode::kAlreadyExists,
                     fmt::format("run \"{}\" already exists", record.id));
     }
+    if (stmt.ExtendedErrcode() == SQLITE_CONSTRAINT_UNIQUE) {
+      return Status(StatusCode::kAlreadyExists,
+                    fmt::format("idempotency key \"{}\" is another run's", record.idempotency_key));
+    }
     return stepped.status();
   }
   return OkStatus();
@@ -327,6 +345,29 @@ Result<RunRecord> SqliteRunStore::Get(std::string_view id) {
   ASSIGN_OR_RETURN(bool has_row, stmt.Step());
   if (!has_row) return NotFoundError(fmt::format("no run \"{}\"", id));
   return RecordFromRow(stmt);
+}
+
+Result<RunRecord> SqliteRunStore::FindOne(std::string_view column, std::string_view value) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(
+      sqlite::Statement stmt,
+      sqlite::Statement::Prepare(db_.get(), fmt::format("SELECT {} FROM runs WHERE {} = ?1 "
+                                                        "ORDER BY created_ms DESC, id DESC LIMIT 1",
+                                                        kColumns, column)));
+  RETURN_IF_ERROR(stmt.BindText(1, value));
+  ASSIGN_OR_RETURN(bool has_row, stmt.Step());
+  if (!has_row) return NotFoundError(fmt::format("no run with {} \"{}\"", column, value));
+  return RecordFromRow(stmt);
+}
+
+Result<RunRecord> SqliteRunStore::FindByIdempotencyKey(std::string_view key) {
+  if (key.empty()) return NotFoundError("no idempotency key");
+  return FindOne("idempotency_key", key);
+}
+
+Result<RunRecord> SqliteRunStore::FindByName(std::string_view name) {
+  if (name.empty()) return NotFoundError("no name");
+  return FindOne("name", name);
 }
 
 Result<RunRecord> SqliteRunStore::FindByNamespace(std::string_view namespace_name) {
@@ -378,7 +419,7 @@ Status SqliteRunStore::Update(const RunRecord& updated, RunState expected) {
   {
     ASSIGN_OR_RETURN(sqlite::Statement stmt, sqlite::Statement::Prepare(db_.get(), kUpdateSql));
     RETURN_IF_ERROR(BindRecord(stmt, updated));
-    RETURN_IF_ERROR(stmt.BindText(18, RunStateName(expected)));
+    RETURN_IF_ERROR(stmt.BindText(20, RunStateName(expected)));
     RETURN_IF_ERROR(stmt.Step());
   }
   if (sqlite3_changes(db_.get()) == 0) {
@@ -392,6 +433,29 @@ Status SqliteRunStore::Update(const RunRecord& updated, RunState expected) {
                                     updated.id, stmt.ColumnText(0), RunStateName(expected)));
   }
   return txn.Commit();
+}
+
+Status SqliteRunStore::DeleteEnded(std::string_view id) {
+  std::lock_guard lock(mu_);
+  {
+    // The state is checked in the DELETE itself: a run claimed between a look and the delete is
+    // never removed.
+    ASSIGN_OR_RETURN(sqlite::Statement stmt,
+                     sqlite::Statement::Prepare(
+                         db_.get(), "DELETE FROM runs WHERE id = ?1 AND state NOT IN (?2, ?3)"));
+    RETURN_IF_ERROR(stmt.BindText(1, id));
+    RETURN_IF_ERROR(stmt.BindText(2, RunStateName(RunState::kQueued)));
+    RETURN_IF_ERROR(stmt.BindText(3, RunStateName(RunState::kRunning)));
+    RETURN_IF_ERROR(stmt.Step());
+  }
+  if (sqlite3_changes(db_.get()) > 0) return OkStatus();
+  ASSIGN_OR_RETURN(sqlite::Statement stmt,
+                   sqlite::Statement::Prepare(db_.get(), "SELECT state FROM runs WHERE id = ?1"));
+  RETURN_IF_ERROR(stmt.BindText(1, id));
+  ASSIGN_OR_RETURN(bool has_row, stmt.Step());
+  if (!has_row) return NotFoundError(fmt::format("no run \"{}\"", id));
+  return FailedPreconditionError(fmt::format(
+      "run {} is {}: a run in flight is never removed (cancel it first)", id, stmt.ColumnText(0)));
 }
 
 }  // namespace codespace

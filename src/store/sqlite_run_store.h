@@ -42,10 +42,15 @@ class SqliteRunStore : public RunStore {
   [[nodiscard]] Result<RunRecord> FindByNamespace(std::string_view namespace_name) override;
   [[nodiscard]] Result<std::vector<RunRecord>> List(const RunListOptions& options) override;
   [[nodiscard]] Status Update(const RunRecord& updated, RunState expected) override;
+  [[nodiscard]] Status DeleteEnded(std::string_view id) override;
+  [[nodiscard]] Result<RunRecord> FindByIdempotencyKey(std::string_view key) override;
+  [[nodiscard]] Result<RunRecord> FindByName(std::string_view name) override;
 
   const std::string& path() const { return path_; }
 
  private:
+  // The newest run whose `column` (a fixed column name, never input) is `value`.
+  Result<RunRecord> FindOne(std::string_view column, std::string_view value);
   SqliteRunStore(std::string path, sqlite::UniqueDb db)
       : path_(std::move(path)), db_(std::move(db)) {}
 

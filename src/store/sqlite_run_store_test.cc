@@ -197,6 +197,28 @@ TEST_F(SqliteRunStoreTest, MissingRunIsNotFound) {
               StatusIs(StatusCode::kNotFound));
 }
 
+TEST_F(SqliteRunStoreTest, DeleteEndedRemovesOnlyRunsThatHaveEnded) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int n = 0;
+  for (RunState st : {RunState::kQueued, RunState::kRunning}) {
+    ++n;
+    ASSERT_OK(store->Insert(Record(IdFor(n), st, n)));
+    Status s = store->DeleteEnded(IdFor(n));
+    EXPECT_THAT(s, StatusIs(StatusCode::kFailedPrecondition)) << RunStateName(st);
+    EXPECT_THAT(s, StatusHasMessage("never removed"));
+    EXPECT_OK(store->Get(IdFor(n)));  // still there
+  }
+  for (RunState st : {RunState::kExited, RunState::kAborted, RunState::kRefused,
+                      RunState::kCancelled, RunState::kLost}) {
+    ++n;
+    ASSERT_OK(store->Insert(Record(IdFor(n), st, n)));
+    EXPECT_OK(store->DeleteEnded(IdFor(n))) << RunStateName(st);
+    EXPECT_THAT(store->Get(IdFor(n)), StatusIs(StatusCode::kNotFound));
+  }
+  EXPECT_THAT(store->DeleteEnded("nope"), StatusIs(StatusCode::kNotFound));
+}
+
 TEST_F(SqliteRunStoreTest, UpdateFollowsTheStateMachine) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
@@ -541,7 +563,7 @@ PRAGMA user_version = 4;
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(RawPragma("user_version"), SqliteRunStore::LatestSchemaVersion());
-  EXPECT_EQ(SqliteRunStore::LatestSchemaVersion(), 6);
+  EXPECT_EQ(SqliteRunStore::LatestSchemaVersion(), 7);
   Result<RunRecord> got = store->Get(IdFor(1));
   ASSERT_OK(got);
   EXPECT_EQ(*got, *exited);

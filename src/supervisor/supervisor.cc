@@ -22,6 +22,7 @@
 #include "relay/relay.h"
 #include "sandbox/launcher.h"
 #include "store/sqlite_run_store.h"
+#include "supervisor/ended_record.h"
 #include "supervisor/log_file.h"
 #include "worker/local_runner.h"
 
@@ -122,6 +123,19 @@ Result<RunRecord> ReadRunningRecord(const SupervisorArgs& a) {
 
 int Supervise(const SupervisorArgs& a, const RunRecord* given);
 
+// running → ended, from `status`, in the store; another watcher first (kAborted) is fine.
+void RecordOwnRun(const SupervisorArgs& a, const RunRecord& running, const RunStatus& status) {
+  auto store = SqliteRunStore::Open(a.state_dir + "/codespace.db");
+  if (!store.ok()) {
+    Fail(fmt::format("run {}: record: {}", a.run_id, store.status().message()));
+    return;
+  }
+  Status s = (*store)->Update(EndedRecord(running, status), RunState::kRunning);
+  if (!s.ok() && s.code() != StatusCode::kAborted) {
+    Fail(fmt::format("run {}: record: {}", a.run_id, s.message()));
+  }
+}
+
 }  // namespace
 
 int SuperviseMain(const SupervisorArgs& a) {
@@ -153,13 +167,22 @@ Result<ProcessIdentity> ForkSupervisor(const SupervisorArgs& a, const RunRecord*
     // the pipe it reads "recorded" from: not its store's descriptors, not its locks' — and none
     // of its state is ever used again.
     SupervisorArgs mine = a;
+    // The caller's stdin (`run -i`) at fd 4, out of the way of fd 0 (which Supervise points at
+    // /dev/null) and of the recorded pipe (3). Staged above both first: either may sit at 3 or 4.
+    int stdin_staged = a.stdin_fd >= 0 ? ::fcntl(a.stdin_fd, F_DUPFD_CLOEXEC, 10) : -1;
+    int tty_staged = a.tty_master_fd >= 0 ? ::fcntl(a.tty_master_fd, F_DUPFD_CLOEXEC, 10) : -1;
     if (a.recorded_fd >= 0) {
       mine.recorded_fd = 3;
       if (a.recorded_fd != 3 && ::dup3(a.recorded_fd, 3, O_CLOEXEC) < 0) mine.recorded_fd = -1;
-      ::close_range(4, ~0U, 0);
-    } else {
-      ::close_range(3, ~0U, 0);
     }
+    mine.stdin_fd = -1;
+    if (stdin_staged >= 0 && ::dup3(stdin_staged, 4, O_CLOEXEC) == 4) mine.stdin_fd = 4;
+    mine.tty_master_fd = -1;
+    if (tty_staged >= 0 && ::dup3(tty_staged, 5, O_CLOEXEC) == 5) mine.tty_master_fd = 5;
+    if (mine.recorded_fd < 0) ::close(3);
+    if (mine.stdin_fd < 0) ::close(4);
+    if (mine.tty_master_fd < 0) ::close(5);
+    ::close_range(6, ~0U, 0);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
@@ -246,6 +269,8 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
   req.stdout_sink = out->get();
   req.stderr_sink = err->get();
   req.cancel_fd = cancel.get();
+  req.stdin_fd = a.stdin_fd;
+  req.tty_master_fd = a.tty_master_fd;
   req.drain_grace = a.drain_grace;
   req.stop_grace = a.stop_grace;
   // Setup: from just before the launch to the sandbox's first "started" report — bubblewrap,
@@ -349,8 +374,13 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
   };
   if (written.ok()) {
     if (a.recorded_fd >= 0) {
-      WriteAll(a.recorded_fd, "r").IgnoreError();  // the caller may be gone: nothing to tell
+      Status told = WriteAll(a.recorded_fd, "r");
       ::close(a.recorded_fd);
+      // EPIPE: the foreground `codespace run` that started this run is gone (killed, say), and
+      // with it the one watcher that would have recorded it: this process records it, from the
+      // status it just wrote, rather than leave it `running` until a worker next looks. Should
+      // the caller die after reading the byte instead, a worker's periodic look records it.
+      if (!told.ok()) RecordOwnRun(a, *record, status);
     }
     tear_down();
     return 0;

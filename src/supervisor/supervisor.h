@@ -33,6 +33,11 @@ struct SupervisorArgs {
   // instead cost the caller ~12 ms at exit while a teardown ran: closing an inotify descriptor
   // waits for an SRCU grace period.)
   int recorded_fd = -1;
+  // ForkSupervisor only: the caller's stdin, passed on to the command as its fd 0 (`run -i`);
+  // -1: the command's stdin is /dev/null.
+  int stdin_fd = -1;
+  // ForkSupervisor only, with stdin_fd the slave: the master of the run's pty (`run -t`).
+  int tty_master_fd = -1;
 };
 
 // argv for `codespace __supervise ...` (the hidden subcommand that runs SuperviseMain).

@@ -1,8 +1,12 @@
 #include "worker/local_runner.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 
 #include "base/file_util.h"
+#include "policy/public_suffix.h"
+#include "run/run_labels.h"
 
 namespace codespace {
 
@@ -20,16 +24,50 @@ Result<RunnerConfig> RunnerConfigFromEnvironment(RunnerConfig base) {
   return base;
 }
 
-Result<RunRecord> LocalProcessRunner::Create(const RunSpec& spec) { return Admitted(spec, false); }
-
-Result<RunRecord> LocalProcessRunner::CreateRunning(const RunSpec& spec) {
-  return Admitted(spec, true);
+Result<RunRecord> LocalProcessRunner::Create(const RunSpec& spec, const CreateOptions& options,
+                                             bool* replayed) {
+  return Admitted(spec, false, options, replayed);
 }
 
-Result<RunRecord> LocalProcessRunner::Admitted(const RunSpec& spec, bool running) {
+Result<RunRecord> LocalProcessRunner::CreateRunning(const RunSpec& spec,
+                                                    const CreateOptions& options) {
+  return Admitted(spec, true, options, nullptr);
+}
+
+Result<RunRecord> LocalProcessRunner::Replay(const RunSpec& spec, const RunRecord& first,
+                                             bool* replayed) const {
+  if (first.spec != spec) {
+    return FailedPreconditionError(fmt::format(
+        "idempotency key \"{}\" was first used for run {} with a different spec; a key names "
+        "one submission (use a new key for a new run)",
+        first.idempotency_key, first.id));
+  }
+  if (replayed) *replayed = true;
+  return first;
+}
+
+Result<RunRecord> LocalProcessRunner::Admitted(const RunSpec& spec, bool running,
+                                               const CreateOptions& options, bool* replayed) {
+  if (replayed) *replayed = false;
+  if (!options.name.empty()) RETURN_IF_ERROR(CheckRunName(options.name));
+  // A wildcard over a public suffix ("*.com") cannot mean what was meant: refused before
+  // anything is recorded, on every way a run is created (the CLI and the API alike).
+  for (const AllowlistEntry& e : spec.egress.allowlist) {
+    RETURN_IF_ERROR(CheckWildcardNotPublicSuffix(
+        e, public_suffixes_ ? *public_suffixes_ : SystemPublicSuffixList()));
+  }
+  if (!options.idempotency_key.empty()) {
+    RETURN_IF_ERROR(CheckIdempotencyKey(options.idempotency_key));
+    // Submitted before (its answer lost, say): the answer is the first run.
+    auto first = store_->FindByIdempotencyKey(options.idempotency_key);
+    if (first.ok()) return Replay(spec, *first, replayed);
+    if (first.status().code() != StatusCode::kNotFound) return first.status();
+  }
   RunRecord r;
   r.id = NewRunId();
   r.spec = spec;
+  r.name = options.name;
+  r.idempotency_key = options.idempotency_key;
   r.created_ms = NowMs();
   Admission a = Admit(facts_, spec, r.id);
   r.plan = a.decision.plan;
@@ -45,7 +83,14 @@ Result<RunRecord> LocalProcessRunner::Admitted(const RunSpec& spec, bool running
     r.state = RunState::kRefused;
     r.ended_ms = r.created_ms;
   }
-  RETURN_IF_ERROR(store_->Insert(r));
+  Status inserted = store_->Insert(r);
+  if (!inserted.ok() && !r.idempotency_key.empty() &&
+      inserted.code() == StatusCode::kAlreadyExists) {
+    // The same key at the same moment from another process: the UNIQUE index let one in.
+    auto first = store_->FindByIdempotencyKey(r.idempotency_key);
+    if (first.ok()) return Replay(spec, *first, replayed);
+  }
+  RETURN_IF_ERROR(inserted);
   return r;
 }
 
@@ -69,7 +114,11 @@ void ApplyOutcome(const RunOutcome& o, RunRecord* r) {
     case RunOutcome::Kind::kCancelled:
     case RunOutcome::Kind::kTimedOut:
       r->state = RunState::kCancelled;
-      r->signal = o.signal;
+      // Signal 0: the command exited by itself within the stop grace, with its own status.
+      if (o.signal)
+        r->signal = o.signal;
+      else
+        r->exit_code = o.exit_code;
       r->reason = o.reason;
       break;
     case RunOutcome::Kind::kAborted:

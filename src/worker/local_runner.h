@@ -9,6 +9,7 @@
 
 #include "net/address_pool.h"
 #include "plan/admission.h"
+#include "policy/public_suffix.h"
 #include "posture/host_facts.h"
 #include "run/run_spec.h"
 #include "sandbox/run_outcome.h"
@@ -24,9 +25,17 @@ struct RunnerConfig {
 // The runner settings this process's environment gives (pool, upstream resolver).
 Result<RunnerConfig> RunnerConfigFromEnvironment(RunnerConfig base);
 
+// What a creator attaches to a run beside its spec (run/run_labels.h checks both).
+struct CreateOptions {
+  std::string name;             // empty: none
+  std::string idempotency_key;  // empty: none
+};
+
 class LocalProcessRunner {
  public:
   LocalProcessRunner(HostFacts facts, RunStore* store) : facts_(std::move(facts)), store_(store) {}
+  // Test seam: the public-suffix list wildcards are checked against (default: the system's).
+  void set_public_suffixes(const PublicSuffixList* list) { public_suffixes_ = list; }
 
   const HostFacts& facts() const { return facts_; }
 
@@ -36,16 +45,23 @@ class LocalProcessRunner {
   }
 
   // Admits and records a new run: queued when admitted, refused (with the reason) when not.
-  [[nodiscard]] Result<RunRecord> Create(const RunSpec& spec);
+  // With an idempotency key already used: the first run's record (`*replayed` set), never a
+  // second run; kFailedPrecondition when that run's spec differs (a key names one submission).
+  [[nodiscard]] Result<RunRecord> Create(const RunSpec& spec, const CreateOptions& options = {},
+                                         bool* replayed = nullptr);
   // The same for a run whose caller starts it at once (the foreground `codespace run`): recorded
   // running from the start, so creating and claiming it is one commit, not two. The caller
   // must then StartClaimed it (worker.h).
-  [[nodiscard]] Result<RunRecord> CreateRunning(const RunSpec& spec);
+  [[nodiscard]] Result<RunRecord> CreateRunning(const RunSpec& spec,
+                                                const CreateOptions& options = {});
 
  private:
-  Result<RunRecord> Admitted(const RunSpec& spec, bool running);
+  Result<RunRecord> Admitted(const RunSpec& spec, bool running, const CreateOptions& options,
+                             bool* replayed);
+  Result<RunRecord> Replay(const RunSpec& spec, const RunRecord& first, bool* replayed) const;
   HostFacts facts_;
   RunStore* store_;
+  const PublicSuffixList* public_suffixes_ = nullptr;
 };
 
 // Fills a record's end from how the run ended.

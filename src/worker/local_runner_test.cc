@@ -38,7 +38,7 @@ RunSpec Severed() {
   return s;
 }
 
-class LocalRunnerTest : public ::testing::Test {
+class LocalRunnerTestBase : public ::testing::Test {
  protected:
   void SetUp() override {
     auto s = SqliteRunStore::Open(dir_.path() + "/codespace.db");
@@ -48,6 +48,7 @@ class LocalRunnerTest : public ::testing::Test {
   TempDir dir_;
   std::unique_ptr<SqliteRunStore> store_;
 };
+class LocalRunnerTest : public LocalRunnerTestBase {};
 
 TEST_F(LocalRunnerTest, CreateQueuesAndCreateRunningRecordsItRunningFromTheStart) {
   LocalProcessRunner runner(Confining(), store_.get());
@@ -78,6 +79,60 @@ TEST_F(LocalRunnerTest, RefusedIsRefusedWhicheverWayItWasAskedFor) {
     EXPECT_THAT(r->reason, ::testing::HasSubstr("not found on PATH"));
     EXPECT_EQ(store_->Get(r->id)->state, RunState::kRefused);
   }
+}
+
+}  // namespace
+}  // namespace codespace
+
+namespace codespace {
+namespace {
+
+class IdempotentCreateTest : public LocalRunnerTestBase {};
+
+TEST_F(IdempotentCreateTest, OneRunPerKeyAndTheRetryGetsTheFirst) {
+  LocalProcessRunner runner(Confining(), store_.get());
+  bool replayed = true;
+  auto first = runner.Create(Severed(), {"named", "key-1"}, &replayed);
+  ASSERT_OK(first);
+  EXPECT_FALSE(replayed);
+  EXPECT_EQ(first->idempotency_key, "key-1");
+  EXPECT_EQ(first->name, "named");
+  auto again = runner.Create(Severed(), {"named", "key-1"}, &replayed);
+  ASSERT_OK(again);
+  EXPECT_TRUE(replayed);
+  EXPECT_EQ(again->id, first->id);
+  RunListOptions all;
+  auto runs = store_->List(all);
+  ASSERT_OK(runs);
+  EXPECT_EQ(runs->size(), 1u) << "the same key never creates a second run";
+  // Another key (or none) is another run.
+  ASSERT_OK(runner.Create(Severed(), {"", "key-2"}));
+  ASSERT_OK(runner.Create(Severed()));
+  ASSERT_OK(runner.Create(Severed()));
+  runs = store_->List(all);
+  ASSERT_OK(runs);
+  EXPECT_EQ(runs->size(), 4u);
+}
+
+TEST_F(IdempotentCreateTest, TheSameKeyWithAnotherSpecIsRefused) {
+  LocalProcessRunner runner(Confining(), store_.get());
+  ASSERT_OK(runner.Create(Severed(), {"", "k"}));
+  RunSpec other = Severed();
+  other.argv = {"false"};
+  auto r = runner.Create(other, {"", "k"});
+  EXPECT_THAT(r, testing::StatusIs(StatusCode::kFailedPrecondition));
+  EXPECT_THAT(r, testing::StatusHasMessage("a key names one submission"));
+}
+
+TEST_F(IdempotentCreateTest, BadNamesAndKeysAreRefusedBeforeAnythingIsRecorded) {
+  LocalProcessRunner runner(Confining(), store_.get());
+  EXPECT_THAT(runner.Create(Severed(), {"latest", ""}),
+              testing::StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(runner.Create(Severed(), {"", "a key"}),
+              testing::StatusIs(StatusCode::kInvalidArgument));
+  auto runs = store_->List(RunListOptions{});
+  ASSERT_OK(runs);
+  EXPECT_TRUE(runs->empty());
 }
 
 }  // namespace

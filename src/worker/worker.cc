@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <functional>
@@ -15,8 +16,10 @@
 #include "base/file_util.h"
 #include "net/filtered_netns.h"
 #include "sandbox/launcher.h"
+#include "supervisor/ended_record.h"
 #include "worker/local_runner.h"
 #include "worker/namespace_sweep.h"
+#include "worker/retention.h"
 
 namespace codespace {
 
@@ -61,6 +64,30 @@ void KillSandboxLeftovers(const RunDir& dir, const std::string& run_id) {
   });
 }
 
+// The periodic look (WorkerConfig::recheck_interval): every running run nobody here watches is
+// looked at again, on the next round. A run with no supervisor identity yet is left to whoever
+// is starting it (a foreground `run` between recording it running and forking its supervisor)
+// for kNeverStartedGraceMs; after that the worker starts one, as at its own start.
+constexpr int64_t kNeverStartedGraceMs = 30000;
+void LookAgainAtUnwatched(RunStore& store, const WorkerConfig& c,
+                          const std::map<std::string, UniqueFd>& watched,
+                          std::vector<std::string>& recheck) {
+  RunListOptions inflight;
+  inflight.state = RunState::kRunning;
+  inflight.limit = 100000;
+  auto running = store.List(inflight);
+  if (!running.ok()) return;
+  for (const auto& r : *running) {
+    if (watched.count(r.id) || std::find(recheck.begin(), recheck.end(), r.id) != recheck.end()) {
+      continue;
+    }
+    bool has_supervisor =
+        ::access(RunDirFor(c.state_dir, r.id).supervisor_path().c_str(), F_OK) == 0;
+    if (!has_supervisor && NowMs() - r.started_ms < kNeverStartedGraceMs) continue;
+    recheck.push_back(r.id);
+  }
+}
+
 }  // namespace
 
 Result<ProcessIdentity> StartSupervisorFor(const WorkerConfig& c, const HostFacts& facts,
@@ -68,6 +95,8 @@ Result<ProcessIdentity> StartSupervisorFor(const WorkerConfig& c, const HostFact
   SupervisorArgs a = ArgsFor(c, facts, running.id);
   if (c.fork_supervisor) {
     a.recorded_fd = c.recorded_fd;
+    a.stdin_fd = c.stdin_fd;
+    a.tty_master_fd = c.tty_master_fd;
     return ForkSupervisor(a, &running);
   }
   if (c.spawner) {
@@ -111,18 +140,7 @@ Result<RunCheck> CheckRun(RunStore& store, const WorkerConfig& c, const HostFact
   auto status = ReadRunStatus(dir);
   RunRecord r = running;
   if (status.ok()) {
-    ApplyOutcome(status->outcome, &r);
-    r.network_report = status->outcome.network_report;
-    r.stdout_log = status->stdout_log;
-    r.stderr_log = status->stderr_log;
-    r.setup_ms = status->setup_ms;
-    if (status->host_uid) r.host_uid = *status->host_uid;
-    if (status->host_gid) r.host_gid = *status->host_gid;
-    if (!status->outcome.output_error.empty()) {
-      r.reason = r.reason.empty() ? status->outcome.output_error
-                                  : r.reason + "; " + status->outcome.output_error;
-    }
-    if (status->ended_ms) r.ended_ms = status->ended_ms;
+    r = EndedRecord(running, *status);
     Status s = store.Update(r, RunState::kRunning);
     // Another watcher (the foreground `run`, or a second worker) recorded it first: fine.
     if (!s.ok() && s.code() != StatusCode::kAborted) return s;
@@ -242,7 +260,22 @@ Status RunWorker(RunStore& store, const WorkerConfig& c, const HostFacts& facts,
   if (auto running = store.List(inflight); running.ok()) {
     for (const auto& r : *running) check(r);
   }
+  auto next_look = std::chrono::steady_clock::now() + c.recheck_interval;
+  auto next_prune = std::chrono::steady_clock::now();
   while (!stop.load()) {
+    if (c.prune_after && std::chrono::steady_clock::now() >= next_prune) {
+      next_prune = std::chrono::steady_clock::now() + c.prune_interval;
+      PruneResult pruned = PruneRuns(store, c.state_dir, *c.prune_after, NowMs());
+      for (const auto& e : pruned.errors) Log("prune: " + e);
+      if (!pruned.removed.empty()) {
+        Log(fmt::format("pruned {} run(s) that ended over {}s ago", pruned.removed.size(),
+                        c.prune_after->count()));
+      }
+    }
+    if (std::chrono::steady_clock::now() >= next_look) {
+      next_look = std::chrono::steady_clock::now() + c.recheck_interval;
+      LookAgainAtUnwatched(store, c, watched, recheck);
+    }
     std::vector<std::string> again;
     again.swap(recheck);
     for (const auto& id : again) {

@@ -27,12 +27,23 @@ struct WorkerConfig {
   std::chrono::milliseconds drain_grace{5000};
   std::chrono::milliseconds stop_grace{5000};
   std::chrono::milliseconds poll_interval{100};
+  // How often the worker looks again at every run recorded running that it does not watch: one
+  // whose foreground `codespace run` was killed, one whose supervisor died. Not only at start.
+  std::chrono::milliseconds recheck_interval{2000};
+  // Retention (retention.h): runs that ended longer ago than this are removed, records and logs,
+  // at the worker's start and then every prune_interval. nullopt: kept until removed by hand.
+  std::optional<std::chrono::seconds> prune_after;
+  std::chrono::milliseconds prune_interval{60000};
   // Fork supervisors here instead of exec'ing `codespace __supervise` (ForkSupervisor): only for
   // a single-threaded caller, the foreground `codespace run`. The worker, with its API threads,
   // has its spawner fork them instead (below).
   bool fork_supervisor = false;
   // With fork_supervisor: where the supervisor says its run is recorded (SupervisorArgs).
   int recorded_fd = -1;
+  // With fork_supervisor: the caller's stdin for the command (`run -i`); -1: /dev/null.
+  int stdin_fd = -1;
+  // With fork_supervisor and stdin_fd the slave: the master of the run's pty (`run -t`).
+  int tty_master_fd = -1;
   // The worker's: forks supervisors for it (spawner.h); exec is the fallback when it fails.
   SupervisorSpawner* spawner = nullptr;
 };

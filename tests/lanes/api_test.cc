@@ -359,6 +359,31 @@ TEST_F(ApiTest, EveryDocumentedRouteAnswersAsDocumented) {
   }
   EXPECT_EQ(walked, doc.Operations()) << "every documented operation is walked";
 
+  // The documented Idempotency-Key: a first submit 201, the same key again 200 with the same
+  // run (nothing new), the same key with another spec 409, a malformed key 400; all as
+  // documented.
+  const std::string key = "api-lane-" + queued;
+  auto with_key = [&](std::string_view target, const std::string& body, const std::string& k) {
+    auto r = api::CallApi(sock(), "POST", target, body, {{"Idempotency-Key", k}});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : api::ClientResponse{};
+  };
+  auto first = with_key("/v1/runs?name=keyed", good, key);
+  EXPECT_EQ(first.status, 201) << first.body;
+  EXPECT_EQ(doc.Check("POST", "/v1/runs", first), "");
+  auto again = with_key("/v1/runs?name=keyed", good, key);
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(doc.Check("POST", "/v1/runs", again), "");
+  EXPECT_EQ(JsonOf(again)["id"], JsonOf(first)["id"]);
+  EXPECT_EQ(JsonOf(first)["idempotency_key"], key);
+  EXPECT_EQ(JsonOf(first)["name"], "keyed");
+  auto other = with_key("/v1/runs", SpecJson({"false"}), key);
+  EXPECT_EQ(other.status, 409) << other.body;
+  EXPECT_EQ(doc.Check("POST", "/v1/runs", other), "");
+  EXPECT_EQ(with_key("/v1/runs", good, "has space").status, 400);
+  EXPECT_EQ(Call("POST", "/v1/runs?name=latest", good).status, 400);
+  WaitEnded(JsonOf(first)["id"]);
+
   // What the answers say, beyond their shape.
   auto logs = Call("GET", "/v1/runs/" + queued + "/logs?follow=false");
   std::string out, err;
