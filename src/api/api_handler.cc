@@ -16,7 +16,6 @@
 #include "base/unique_fd.h"
 #include "plan/admission.h"
 #include "store/record_json.h"
-#include "supervisor/run_dir.h"
 #include "worker/worker.h"
 
 namespace codespace::api {
@@ -340,8 +339,8 @@ bool ApiHandler::StreamLogs(const HttpRequest& req, const std::string& id, Respo
           req.keep_alive))) {
     return false;
   }
-  RunDir dir = RunDirFor(state_dir_, id);
-  const std::string paths[2] = {dir.stdout_path(), dir.stderr_path()};
+  RunLogPaths logs = LogPathsOf(state_dir_, id);
+  const std::string paths[2] = {logs.stdout_path, logs.stderr_path};
   const char* tags[2] = {"stdout", "stderr"};
   UniqueFd fds[2];
   std::vector<char> buf(64 * 1024);

@@ -36,7 +36,7 @@
 #include "probe/probe_cache.h"
 #include "relay/relay.h"
 #include "sandbox/launcher.h"
-#include "sandbox/run_outcome.h"
+#include "run/run_outcome.h"
 #include "store/record_json.h"
 #include "store/sqlite_run_store.h"
 #include "supervisor/run_dir.h"

@@ -5,6 +5,8 @@
 #include <array>
 #include <utility>
 
+#include "base/clock.h"
+
 namespace codespace {
 namespace {
 
@@ -68,6 +70,36 @@ bool IsAllowedTransition(RunState from, RunState to) {
       return false;
   }
   return false;
+}
+
+void ApplyOutcome(const RunOutcome& o, RunRecord* r) {
+  r->ended_ms = NowMs();
+  switch (o.kind) {
+    case RunOutcome::Kind::kExited:
+      r->state = RunState::kExited;
+      r->exit_code = o.exit_code;
+      break;
+    case RunOutcome::Kind::kSignaled:
+      r->state = RunState::kExited;
+      r->signal = o.signal;
+      break;
+    case RunOutcome::Kind::kNotFound:
+    case RunOutcome::Kind::kCannotInvoke:
+      r->state = RunState::kExited;
+      r->exit_code = o.ShellCode();
+      r->reason = o.reason;
+      break;
+    case RunOutcome::Kind::kCancelled:
+    case RunOutcome::Kind::kTimedOut:
+      r->state = RunState::kCancelled;
+      r->signal = o.signal;
+      r->reason = o.reason;
+      break;
+    case RunOutcome::Kind::kAborted:
+      r->state = RunState::kAborted;
+      r->reason = o.reason;
+      break;
+  }
 }
 
 }  // namespace codespace

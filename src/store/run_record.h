@@ -10,6 +10,7 @@
 #include "plan/plan.h"
 #include "run/log_digest.h"
 #include "run/network_report.h"
+#include "run/run_outcome.h"
 #include "run/run_spec.h"
 
 namespace codespace {
@@ -34,7 +35,7 @@ struct RunRecord {
   // Why the run was refused, aborted, severed (FilterUnavailableReason) or cancelled.
   std::string reason;
   NetworkReport network_report;  // a filtered run's DNS admissions, refusals, dropped packets
-  LogDigest stdout_log;  // sealed: size and sha256 of the run's stdout file
+  LogDigest stdout_log;          // sealed: size and sha256 of the run's stdout file
   LogDigest stderr_log;
   int64_t created_ms = 0;  // Unix epoch milliseconds; 0 = not yet
   int64_t started_ms = 0;
@@ -46,5 +47,9 @@ struct RunRecord {
 
   friend bool operator==(const RunRecord&, const RunRecord&) = default;
 };
+
+// Fills a record's end from how the run ended: its state, code or signal, reason, and now as its
+// end. The one mapping of a RunOutcome onto a record (the supervisor's and the worker's).
+void ApplyOutcome(const RunOutcome& outcome, RunRecord* record);
 
 }  // namespace codespace

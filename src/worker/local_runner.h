@@ -7,22 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "net/address_pool.h"
 #include "plan/admission.h"
 #include "posture/host_facts.h"
 #include "run/run_spec.h"
-#include "sandbox/run_outcome.h"
 #include "store/run_store.h"
 
 namespace codespace {
-
-struct RunnerConfig {
-  AddressPool pool = AddressPool::Default();  // CODESPACE_POOL_V4 / CODESPACE_POOL_V6
-  std::string upstream_dns;  // CODESPACE_DNS_UPSTREAM ("ADDRESS" or "ADDRESS#PORT")
-};
-
-// The runner settings this process's environment gives (pool, upstream resolver).
-Result<RunnerConfig> RunnerConfigFromEnvironment(RunnerConfig base);
 
 class LocalProcessRunner {
  public:
@@ -47,10 +37,5 @@ class LocalProcessRunner {
   HostFacts facts_;
   RunStore* store_;
 };
-
-// Fills a record's end from how the run ended.
-void ApplyOutcome(const RunOutcome& outcome, RunRecord* record);
-
-int64_t NowMs();
 
 }  // namespace codespace
