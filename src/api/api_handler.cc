@@ -392,7 +392,7 @@ std::string ApiHandler::Metrics() {
                      RunState::kRefused, RunState::kCancelled, RunState::kLost}) {
     by_state[std::string(RunStateName(s))] = 0;
   }
-  for (NetworkPosture n : {NetworkPosture::kNone, NetworkPosture::kFiltered,
+  for (NetworkPosture n : {NetworkPosture::kNotRun, NetworkPosture::kFiltered,
                            NetworkPosture::kSevered, NetworkPosture::kShared}) {
     by_network[std::string(NetworkPostureName(n))] = 0;
   }

@@ -26,9 +26,9 @@ bool IsAllowedTransition(RunState from, RunState to);
 struct RunRecord {
   std::string id;
   RunSpec spec;
-  Plan plan = Plan::kRefused;
-  NetworkPosture network = NetworkPosture::kNone;
-  std::string namespace_name;  // predicted by admission for a filtered plan
+  Plan plan = Plan::kRefused;  // what this host would do with the run's egress policy
+  NetworkPosture network = NetworkPosture::kNotRun;  // what it got (see plan.h)
+  std::string namespace_name;                        // predicted by admission for a filtered plan
   RunState state = RunState::kQueued;
   std::optional<int> exit_code;  // set when the command exited
   std::optional<int> signal;     // set when the command was killed by a signal
