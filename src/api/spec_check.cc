@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "base/status.h"
-#include "relay/relay.h"
+#include "run/broker_address.h"
 #include "store/record_json.h"
 
 namespace codespace::api {
