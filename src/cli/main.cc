@@ -34,9 +34,9 @@
 #include "posture/host_facts.h"
 #include "probe/host_probe.h"
 #include "probe/probe_cache.h"
-#include "relay/relay.h"
-#include "sandbox/launcher.h"
 #include "run/run_outcome.h"
+#include "run/spec_check.h"
+#include "sandbox/launcher.h"
 #include "store/record_json.h"
 #include "store/sqlite_run_store.h"
 #include "supervisor/run_dir.h"
@@ -88,12 +88,6 @@ Result<RunSpec> SpecFromFlags(const SpecFlags& f) {
   RunSpec spec;
   ASSIGN_OR_RETURN(SandboxEgressPolicy mode, ParseEgressPolicy(f.egress));
   ASSIGN_OR_RETURN(spec.egress, MakeEgressPolicy(mode, f.allow));
-  for (const auto& kv : f.env) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return InvalidArgumentError(fmt::format("--env \"{}\": expected KEY=VALUE", kv));
-    }
-  }
   spec.env = f.env;
   spec.argv = f.command;
   std::string ws = f.workspace;
@@ -109,13 +103,13 @@ Result<RunSpec> SpecFromFlags(const SpecFlags& f) {
   spec.workspace = resolved;
   spec.timeout = std::chrono::seconds(f.timeout);
   if (!f.broker.empty()) {
-    auto addr = ParseBrokerAddress(f.broker);
-    if (!addr.ok()) return addr.status().WithContext(fmt::format("--broker \"{}\"", f.broker));
     spec.broker.address = f.broker;
     spec.broker.env_names = f.broker_env;
   } else if (!f.broker_env.empty()) {
     return InvalidArgumentError("--broker-env needs --broker");
   }
+  // The one check of a spec, the API's too (run/spec_check.h): same rules, same words.
+  RETURN_IF_ERROR(CheckSpecStatus(spec));
   return spec;
 }
 
@@ -316,13 +310,10 @@ int ExitCodeOf(const RunRecord& r) {
   if (r.state == RunState::kAborted || r.state == RunState::kRefused ||
       r.state == RunState::kLost) {
     fmt::print(stderr, "codespace: run {} {}: {}\n", r.id, RunStateName(r.state), r.reason);
-    return kExitCodespaceFailed;
-  }
-  if (r.state == RunState::kCancelled) {
+  } else if (r.state == RunState::kCancelled) {
     fmt::print(stderr, "codespace: run {} cancelled: {}\n", r.id, r.reason);
   }
-  if (r.signal) return 128 + *r.signal;
-  return r.exit_code.value_or(kExitCodespaceFailed);
+  return RecordShellCode(r);
 }
 
 int CmdRun(const SpecFlags& flags, bool quiet, const std::string& state_dir) {

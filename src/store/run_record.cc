@@ -102,4 +102,13 @@ void ApplyOutcome(const RunOutcome& o, RunRecord* r) {
   }
 }
 
+int RecordShellCode(const RunRecord& r) {
+  if (r.state == RunState::kAborted || r.state == RunState::kRefused ||
+      r.state == RunState::kLost) {
+    return kExitCodespaceFailed;
+  }
+  if (r.signal) return 128 + *r.signal;
+  return r.exit_code.value_or(kExitCodespaceFailed);
+}
+
 }  // namespace codespace

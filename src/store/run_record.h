@@ -52,4 +52,9 @@ struct RunRecord {
 // end. The one mapping of a RunOutcome onto a record (the supervisor's and the worker's).
 void ApplyOutcome(const RunOutcome& outcome, RunRecord* record);
 
+// The exit status a finished record passes on (`codespace run`, `wait`): RunOutcome::ShellCode's
+// mapping read back from the record — the command's code, 128+N for a signal, 125
+// (kExitCodespaceFailed) when codespace failed, refused or lost the run.
+int RecordShellCode(const RunRecord& record);
+
 }  // namespace codespace
