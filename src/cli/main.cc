@@ -30,6 +30,7 @@
 #include "cli/log_follow.h"
 #include "cli/record_format.h"
 #include "cli/state_dir.h"
+#include "config/config.h"
 #include "plan/admission.h"
 #include "posture/host_facts.h"
 #include "probe/host_probe.h"
@@ -634,6 +635,11 @@ int Main(int argc, char** argv) {
   auto* cancel = app.add_subcommand("cancel", "Stop a run: SIGTERM, a grace, then SIGKILL");
   cancel->add_option("id", cancel_id, "Run id")->required();
 
+  // Every setting, its value and where it came from (config/config.h, docs/configuration.md).
+  bool config_json = false;
+  auto* config = app.add_subcommand("config", "Print every setting: value, source, variable");
+  config->add_flag("--json", config_json, "A JSON array of settings");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -649,6 +655,11 @@ int Main(int argc, char** argv) {
   if (app.got_subcommand("worker")) return CmdWorker(quiet, state_dir);
   if (app.got_subcommand("logs")) return CmdLogs(state_dir, logs_id, logs_follow);
   if (app.got_subcommand("cancel")) return CmdCancel(state_dir, cancel_id);
+  if (app.got_subcommand("config")) {
+    Config c = Config::Load();
+    fmt::print("{}", config_json ? c.ToJson() : c.ToText());
+    return 0;
+  }
   return kExitCodespaceFailed;
 }
 

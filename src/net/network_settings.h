@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "config/config.h"
 #include "net/address_pool.h"
 
 namespace codespace {
@@ -16,7 +17,9 @@ struct NetworkSettings {
       upstream_dns;  // CODESPACE_DNS_UPSTREAM ("ADDRESS" or "ADDRESS#PORT"); empty: resolv.conf
 };
 
-// The settings this process's environment gives; an unparsable pool is an error.
+// The settings a Config gives (pool_v4, pool_v6, dns_upstream); an unparsable pool is an error.
+[[nodiscard]] Result<NetworkSettings> NetworkSettingsFrom(const Config& config);
+// The same from Config::Load(): for a process that was handed no Config (an exec'd supervisor).
 [[nodiscard]] Result<NetworkSettings> NetworkSettingsFromEnvironment();
 
 }  // namespace codespace
