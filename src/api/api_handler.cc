@@ -17,7 +17,6 @@
 #include "plan/admission.h"
 #include "run/run_labels.h"
 #include "store/record_json.h"
-#include "supervisor/run_dir.h"
 #include "worker/worker.h"
 
 namespace codespace::api {
@@ -171,146 +170,169 @@ HttpResponse MethodNotAllowed(std::string_view allowed) {
 
 }  // namespace
 
-HttpResponse ApiHandler::Respond(const HttpRequest& req) {
-  const std::string& p = req.path;
-  if (p == "/v1/posture") {
-    if (req.method != "GET") return MethodNotAllowed("GET");
-    Json j;
-    j["line"] = PostureLine(facts_);
-    j["uid"] = facts_.uid;
-    j["confines"] = facts_.confines;
-    j["bwrap"] = facts_.bwrap_path;
-    j["confine_error"] = facts_.confine_error;
-    j["tools"] = facts_.tools();
-    j["can_filter"] = facts_.can_filter();
-    j["filter_unavailable"] = facts_.verdict.unavailable_reason;
-    j["allowlist"] = std::string(AllowlistOutcomeWord(facts_));
-    j["refusal"] = ConfinementRefusal(facts_);
-    return JsonResponse(200, j);
-  }
-  if (p == "/v1/admission") {
-    if (req.method != "POST") return MethodNotAllowed("POST");
-    HttpResponse error;
-    auto spec = SpecFromRequest(req, state_dir_, &error);
-    if (!spec) return error;
-    std::string id = NewRunId();
-    Admission a = runner_.Plan(*spec, id);
-    Json j;
-    j["admitted"] = a.admitted;
-    j["plan"] = std::string(PlanName(a.decision.plan));
-    j["network"] = std::string(NetworkPostureName(PostureOfPlan(a.decision.plan)));
-    j["namespace"] = a.namespace_name;
-    j["reason"] = a.reason;
-    j["run_id"] = id;  // the id the predicted namespace is for (not reserved)
-    return JsonResponse(200, j);
-  }
-  if (p == "/v1/runs") {
-    if (req.method == "POST") {
-      HttpResponse error;
-      auto spec = SpecFromRequest(req, state_dir_, &error);
-      if (!spec) return error;
-      // Submitting exactly once: a request carrying a key already used answers with that
-      // key's first run (200, Idempotent-Replayed) instead of creating a second one.
-      CreateOptions labels;
-      labels.idempotency_key = req.Header("idempotency-key");
-      if (auto n = req.query.find("name"); n != req.query.end()) labels.name = n->second;
-      if (!labels.idempotency_key.empty()) {
-        if (Status k = CheckIdempotencyKey(labels.idempotency_key); !k.ok()) {
-          return ErrorResponse(400, k.message(), "Idempotency-Key");
-        }
-      }
-      if (!labels.name.empty()) {
-        if (Status n = CheckRunName(labels.name); !n.ok())
-          return ErrorResponse(400, n.message(), "name");
-      }
-      bool replayed = false;
-      Result<RunRecord> created = runner_.Create(*spec, labels, &replayed);
-      if (!created.ok()) return StatusResponse(created.status());
-      if (replayed && created->state != RunState::kRefused) {
-        HttpResponse r = JsonResponse(200, RecordValue(*created));
-        r.headers.emplace_back("Idempotent-Replayed", "true");
-        r.headers.emplace_back("Location", "/v1/runs/" + created->id);
-        return r;
-      }
-      if (created->state == RunState::kRefused) {
-        Json j;
-        j["error"] = created->reason;
-        j["record"] = RecordValue(*created);
-        return JsonResponse(422, j);
-      }
-      if (on_queued_) on_queued_();
-      HttpResponse r = JsonResponse(201, RecordValue(*created));
-      r.headers.emplace_back("Location", "/v1/runs/" + created->id);
-      return r;
+HttpResponse ApiHandler::Posture(const HttpRequest&, const std::string&) {
+  Json j;
+  j["line"] = PostureLine(facts_);
+  j["uid"] = facts_.uid;
+  j["confines"] = facts_.confines;
+  j["bwrap"] = facts_.bwrap_path;
+  j["confine_error"] = facts_.confine_error;
+  j["tools"] = facts_.tools();
+  j["can_filter"] = facts_.can_filter();
+  j["filter_unavailable"] = facts_.verdict.unavailable_reason;
+  j["allowlist"] = std::string(AllowlistOutcomeWord(facts_));
+  j["refusal"] = ConfinementRefusal(facts_);
+  return JsonResponse(200, j);
+}
+
+HttpResponse ApiHandler::AdmissionOf(const HttpRequest& req, const std::string&) {
+  HttpResponse error;
+  auto spec = SpecFromRequest(req, state_dir_, &error);
+  if (!spec) return error;
+  std::string id = NewRunId();
+  Admission a = runner_.Plan(*spec, id);
+  Json j;
+  j["admitted"] = a.admitted;
+  j["plan"] = std::string(PlanName(a.decision.plan));
+  j["network"] = std::string(NetworkPostureName(PostureOfPlan(a.decision.plan)));
+  j["namespace"] = a.namespace_name;
+  j["reason"] = a.reason;
+  j["run_id"] = id;  // the id the predicted namespace is for (not reserved)
+  return JsonResponse(200, j);
+}
+
+HttpResponse ApiHandler::CreateRun(const HttpRequest& req, const std::string&) {
+  HttpResponse error;
+  auto spec = SpecFromRequest(req, state_dir_, &error);
+  if (!spec) return error;
+  // Submitting exactly once: a request carrying a key already used answers with that key's
+  // first run (200, Idempotent-Replayed) instead of creating a second one.
+  CreateOptions labels;
+  labels.idempotency_key = req.Header("idempotency-key");
+  if (auto n = req.query.find("name"); n != req.query.end()) labels.name = n->second;
+  if (!labels.idempotency_key.empty()) {
+    if (Status k = CheckIdempotencyKey(labels.idempotency_key); !k.ok()) {
+      return ErrorResponse(400, k.message(), "Idempotency-Key");
     }
-    if (req.method != "GET") return MethodNotAllowed("GET, POST");
-    RunListOptions opts;
-    for (const auto& [key, value] : req.query) {
-      if (key == "state") {
-        auto s = ParseRunState(value);
-        if (!s.ok()) return ErrorResponse(400, s.status().message(), "state");
-        opts.state = *s;
-      } else if (key == "limit") {
-        auto n = ParseSize(value);
-        if (!n || *n < 1 || *n > 1000) {
-          return ErrorResponse(400, "limit must be an integer 1..1000", "limit");
-        }
-        opts.limit = *n;
-      } else if (key == "offset") {
-        auto n = ParseSize(value);
-        if (!n) return ErrorResponse(400, "offset must be a non-negative integer", "offset");
-        opts.offset = *n;
-      } else {
-        return ErrorResponse(400, fmt::format("unknown query parameter \"{}\"", key), key);
-      }
-    }
-    auto runs = store_->List(opts);
-    if (!runs.ok()) return StatusResponse(runs.status());
-    Json list = Json::array();
-    for (const RunRecord& r : *runs) list.push_back(RecordValue(r));
-    Json j;
-    j["runs"] = std::move(list);
-    j["limit"] = opts.limit;
-    j["offset"] = opts.offset;
-    return JsonResponse(200, j);
   }
-  if (p == "/metrics") {
-    if (req.method != "GET") return MethodNotAllowed("GET");
-    HttpResponse r;
-    r.content_type = "text/plain; version=0.0.4";
-    r.body = Metrics();
+  if (!labels.name.empty()) {
+    if (Status n = CheckRunName(labels.name); !n.ok()) return ErrorResponse(400, n.message(), "name");
+  }
+  bool replayed = false;
+  Result<RunRecord> created = runner_.Create(*spec, labels, &replayed);
+  if (!created.ok()) return StatusResponse(created.status());
+  if (replayed && created->state != RunState::kRefused) {
+    HttpResponse r = JsonResponse(200, RecordValue(*created));
+    r.headers.emplace_back("Idempotent-Replayed", "true");
+    r.headers.emplace_back("Location", "/v1/runs/" + created->id);
     return r;
   }
-  std::string id, rest;
-  if (SplitRunPath(p, &id, &rest)) {
-    if (!IsValidRunId(id)) return ErrorResponse(404, fmt::format("no run \"{}\"", id), "id");
-    if (rest.empty()) {
-      if (req.method != "GET") return MethodNotAllowed("GET");
-      auto rec = store_->Get(id);
-      if (!rec.ok()) return StatusResponse(rec.status());
-      return JsonResponse(200, RecordValue(*rec));
-    }
-    if (rest == "/cancel") {
-      if (req.method != "POST") return MethodNotAllowed("POST");
-      auto rec = store_->Get(id);
-      if (!rec.ok()) return StatusResponse(rec.status());
-      if (IsTerminal(rec->state)) {
-        return ErrorResponse(409,
-                             fmt::format("run {} is already {}", id, RunStateName(rec->state)));
+  if (created->state == RunState::kRefused) {
+    Json j;
+    j["error"] = created->reason;
+    j["record"] = RecordValue(*created);
+    return JsonResponse(422, j);
+  }
+  if (on_queued_) on_queued_();
+  HttpResponse r = JsonResponse(201, RecordValue(*created));
+  r.headers.emplace_back("Location", "/v1/runs/" + created->id);
+  return r;
+}
+
+HttpResponse ApiHandler::ListRuns(const HttpRequest& req, const std::string&) {
+  RunListOptions opts;
+  for (const auto& [key, value] : req.query) {
+    if (key == "state") {
+      auto s = ParseRunState(value);
+      if (!s.ok()) return ErrorResponse(400, s.status().message(), "state");
+      opts.state = *s;
+    } else if (key == "limit") {
+      auto n = ParseSize(value);
+      if (!n || *n < 1 || *n > 1000) {
+        return ErrorResponse(400, "limit must be an integer 1..1000", "limit");
       }
-      Status s = RequestCancel(*store_, state_dir_, id);
-      if (!s.ok()) return StatusResponse(s);
-      auto after = store_->Get(id);
-      if (!after.ok()) return StatusResponse(after.status());
-      return JsonResponse(202, RecordValue(*after));
-    }
-    if (rest == "/logs") {
-      if (req.method != "GET") return MethodNotAllowed("GET");
-      // Streamed by Handle; here only when called directly.
-      return ErrorResponse(400, "logs are streamed; use Handle");
+      opts.limit = *n;
+    } else if (key == "offset") {
+      auto n = ParseSize(value);
+      if (!n) return ErrorResponse(400, "offset must be a non-negative integer", "offset");
+      opts.offset = *n;
+    } else {
+      return ErrorResponse(400, fmt::format("unknown query parameter \"{}\"", key), key);
     }
   }
-  return ErrorResponse(404, fmt::format("no route {} {}", req.method, p));
+  auto runs = store_->List(opts);
+  if (!runs.ok()) return StatusResponse(runs.status());
+  Json list = Json::array();
+  for (const RunRecord& r : *runs) list.push_back(RecordValue(r));
+  Json j;
+  j["runs"] = std::move(list);
+  j["limit"] = opts.limit;
+  j["offset"] = opts.offset;
+  return JsonResponse(200, j);
+}
+
+HttpResponse ApiHandler::MetricsPage(const HttpRequest&, const std::string&) {
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = Metrics();
+  return r;
+}
+
+HttpResponse ApiHandler::GetRun(const HttpRequest&, const std::string& id) {
+  auto rec = store_->Get(id);
+  if (!rec.ok()) return StatusResponse(rec.status());
+  return JsonResponse(200, RecordValue(*rec));
+}
+
+HttpResponse ApiHandler::CancelRun(const HttpRequest&, const std::string& id) {
+  auto rec = store_->Get(id);
+  if (!rec.ok()) return StatusResponse(rec.status());
+  if (IsTerminal(rec->state)) {
+    return ErrorResponse(409, fmt::format("run {} is already {}", id, RunStateName(rec->state)));
+  }
+  Status s = RequestCancel(*store_, state_dir_, id);
+  if (!s.ok()) return StatusResponse(s);
+  auto after = store_->Get(id);
+  if (!after.ok()) return StatusResponse(after.status());
+  return JsonResponse(202, RecordValue(*after));
+}
+
+HttpResponse ApiHandler::LogsNotStreamed(const HttpRequest&, const std::string&) {
+  // Streamed by Handle; here only when called directly.
+  return ErrorResponse(400, "logs are streamed; use Handle");
+}
+
+// The routes: a path (a run's as /v1/runs/{id}...), a method, what answers. A path that matches
+// with another method is a 405 naming the methods it has, in this order.
+const ApiHandler::Route ApiHandler::kRoutes[] = {
+    {"/v1/posture", "GET", &ApiHandler::Posture},
+    {"/v1/admission", "POST", &ApiHandler::AdmissionOf},
+    {"/v1/runs", "GET", &ApiHandler::ListRuns},
+    {"/v1/runs", "POST", &ApiHandler::CreateRun},
+    {"/metrics", "GET", &ApiHandler::MetricsPage},
+    {"/v1/runs/{id}", "GET", &ApiHandler::GetRun},
+    {"/v1/runs/{id}/cancel", "POST", &ApiHandler::CancelRun},
+    {"/v1/runs/{id}/logs", "GET", &ApiHandler::LogsNotStreamed},
+};
+
+HttpResponse ApiHandler::Respond(const HttpRequest& req) {
+  auto answer = [&](std::string_view shape, const std::string& id) -> std::optional<HttpResponse> {
+    std::string allowed;
+    for (const Route& r : kRoutes) {
+      if (r.path != shape) continue;
+      if (r.method == req.method) return (this->*r.answer)(req, id);
+      allowed += (allowed.empty() ? "" : ", ") + std::string(r.method);
+    }
+    if (!allowed.empty()) return MethodNotAllowed(allowed);
+    return std::nullopt;
+  };
+  if (auto r = answer(req.path, "")) return *r;
+  std::string id, rest;
+  if (SplitRunPath(req.path, &id, &rest)) {
+    if (!IsValidRunId(id)) return ErrorResponse(404, fmt::format("no run \"{}\"", id), "id");
+    if (auto r = answer("/v1/runs/{id}" + rest, id)) return *r;
+  }
+  return ErrorResponse(404, fmt::format("no route {} {}", req.method, req.path));
 }
 
 bool ApiHandler::Handle(const HttpRequest& req, ResponseWriter& out,
@@ -363,8 +385,8 @@ bool ApiHandler::StreamLogs(const HttpRequest& req, const std::string& id, Respo
           req.keep_alive))) {
     return false;
   }
-  RunDir dir = RunDirFor(state_dir_, id);
-  const std::string paths[2] = {dir.stdout_path(), dir.stderr_path()};
+  RunLogPaths logs = LogPathsOf(state_dir_, id);
+  const std::string paths[2] = {logs.stdout_path, logs.stderr_path};
   const char* tags[2] = {"stdout", "stderr"};
   UniqueFd fds[2];
   std::vector<char> buf(64 * 1024);
@@ -416,7 +438,7 @@ std::string ApiHandler::Metrics() {
                      RunState::kRefused, RunState::kCancelled, RunState::kLost}) {
     by_state[std::string(RunStateName(s))] = 0;
   }
-  for (NetworkPosture n : {NetworkPosture::kNone, NetworkPosture::kFiltered,
+  for (NetworkPosture n : {NetworkPosture::kNotRun, NetworkPosture::kFiltered,
                            NetworkPosture::kSevered, NetworkPosture::kShared}) {
     by_network[std::string(NetworkPostureName(n))] = 0;
   }

@@ -65,6 +65,22 @@ class ApiHandler {
   void OnQueued(std::function<void()> f) { on_queued_ = std::move(f); }
 
  private:
+  // One route of Respond's table (api_handler.cc kRoutes); `id` is the run's, or empty.
+  struct Route {
+    std::string_view path;
+    std::string_view method;
+    HttpResponse (ApiHandler::*answer)(const HttpRequest& request, const std::string& id);
+  };
+  static const Route kRoutes[];
+  HttpResponse Posture(const HttpRequest& request, const std::string& id);
+  HttpResponse AdmissionOf(const HttpRequest& request, const std::string& id);
+  HttpResponse CreateRun(const HttpRequest& request, const std::string& id);
+  HttpResponse ListRuns(const HttpRequest& request, const std::string& id);
+  HttpResponse MetricsPage(const HttpRequest& request, const std::string& id);
+  HttpResponse GetRun(const HttpRequest& request, const std::string& id);
+  HttpResponse CancelRun(const HttpRequest& request, const std::string& id);
+  HttpResponse LogsNotStreamed(const HttpRequest& request, const std::string& id);
+
   HostFacts facts_;
   RunStore* store_;
   std::string state_dir_;

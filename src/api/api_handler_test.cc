@@ -97,7 +97,7 @@ TEST_F(ApiHandlerTest, SetupHistogramFromRecords) {
     r.id = fmt::format("{:016x}", ++n);
     r.spec.argv = {"true"};
     r.spec.workspace = "/w";
-    r.plan = network == NetworkPosture::kNone ? Plan::kRefused : Plan::kSevered;
+    r.plan = network == NetworkPosture::kNotRun ? Plan::kRefused : Plan::kSevered;
     r.network = network;
     r.state = setup_ms ? RunState::kExited : RunState::kAborted;
     r.created_ms = 1000 + n;
@@ -111,7 +111,7 @@ TEST_F(ApiHandlerTest, SetupHistogramFromRecords) {
   add(NetworkPosture::kFiltered, 250);
   add(NetworkPosture::kFiltered, 12000);  // over every bound: +Inf only
   add(NetworkPosture::kFiltered, std::nullopt);  // aborted at setup
-  add(NetworkPosture::kNone, std::nullopt);      // refused
+  add(NetworkPosture::kNotRun, std::nullopt);      // refused
   std::string metrics = handler_->Metrics();
   size_t at = metrics.find("# HELP codespace_run_setup_seconds ");
   ASSERT_NE(at, std::string::npos) << metrics;

@@ -5,7 +5,7 @@
 //   setns(/run/netns/cs-1a2b3c, CLONE_NEWNET): Operation not permitted
 // so that an operator reading one line knows what failed and where.
 //
-// How a *run* ended is not a Status: see sandbox/run_outcome.h.
+// How a *run* ended is not a Status: see run/run_outcome.h.
 #pragma once
 
 #include <string>

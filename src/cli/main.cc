@@ -35,14 +35,15 @@
 #include "cli/pty_session.h"
 #include "cli/record_format.h"
 #include "cli/state_dir.h"
+#include "config/config.h"
 #include "plan/admission.h"
 #include "policy/public_suffix.h"
 #include "posture/host_facts.h"
 #include "probe/host_probe.h"
 #include "probe/probe_cache.h"
-#include "relay/relay.h"
+#include "run/run_outcome.h"
+#include "run/spec_check.h"
 #include "sandbox/launcher.h"
-#include "sandbox/run_outcome.h"
 #include "store/record_json.h"
 #include "store/sqlite_run_store.h"
 #include "supervisor/run_dir.h"
@@ -130,12 +131,6 @@ Result<RunSpec> SpecFromFlags(const SpecFlags& f) {
   RunSpec spec;
   ASSIGN_OR_RETURN(SandboxEgressPolicy mode, ParseEgressPolicy(EffectiveEgress(f.egress, f.allow)));
   ASSIGN_OR_RETURN(spec.egress, MakeEgressPolicy(mode, f.allow));
-  for (const auto& kv : f.env) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return InvalidArgumentError(fmt::format("--env \"{}\": expected KEY=VALUE", kv));
-    }
-  }
   spec.env = f.env;
   if (!f.env_files.empty()) {  // the files first: a later --env of the same key wins
     std::vector<std::string> env;
@@ -162,8 +157,6 @@ Result<RunSpec> SpecFromFlags(const SpecFlags& f) {
   spec.workspace = resolved;
   spec.timeout = std::chrono::seconds(f.timeout);
   if (!f.broker.empty()) {
-    auto addr = ParseBrokerAddress(f.broker);
-    if (!addr.ok()) return addr.status().WithContext(fmt::format("--broker \"{}\"", f.broker));
     spec.broker.address = f.broker;
     spec.broker.env_names = f.broker_env;
   } else if (!f.broker_env.empty()) {
@@ -180,9 +173,8 @@ Result<RunSpec> SpecFromFlags(const SpecFlags& f) {
                             std::count(b.destination.begin(), b.destination.end(), '/');
                    });
   spec.fs.hides = f.hides;
-  if (auto e = CheckFsView(spec.fs, spec.workspace, f.state_dir)) {
-    return InvalidArgumentError(e->message);
-  }
+  // The one check of a spec, the API's too (run/spec_check.h): same rules, same words.
+  RETURN_IF_ERROR(CheckSpecStatus(spec, f.state_dir));
   return spec;
 }
 
@@ -455,13 +447,10 @@ int ExitCodeOf(const RunRecord& r) {
   if (r.state == RunState::kAborted || r.state == RunState::kRefused ||
       r.state == RunState::kLost) {
     fmt::print(stderr, "codespace: run {} {}: {}\n", r.id, RunStateName(r.state), r.reason);
-    return kExitCodespaceFailed;
-  }
-  if (r.state == RunState::kCancelled) {
+  } else if (r.state == RunState::kCancelled) {
     fmt::print(stderr, "codespace: run {} cancelled: {}\n", r.id, r.reason);
   }
-  if (r.signal) return 128 + *r.signal;
-  return r.exit_code.value_or(kExitCodespaceFailed);
+  return RecordShellCode(r);
 }
 
 // How the foreground `run` connects the caller to its command (cli/interactive docs).
@@ -970,6 +959,9 @@ int Main(int argc, char** argv) {
   prune->add_option("--older-than", prune_age, "Age: a whole number and s, m, h, d or w (30d)")
       ->required();
 
+  // Every setting, its value and where it came from (config/config.h, docs/configuration.md).
+  app.add_subcommand("config", "Print every setting: value, source, variable (--json: an array)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -996,6 +988,11 @@ int Main(int argc, char** argv) {
   if (app.got_subcommand("wait")) return CmdWait(state_dir, wait_id, json);
   if (app.got_subcommand("rm")) return CmdRm(state_dir, rm_ids);
   if (app.got_subcommand("prune")) return CmdPrune(state_dir, prune_age, json);
+  if (app.got_subcommand("config")) {
+    Config c = Config::Load();
+    fmt::print("{}", json ? c.ToJson() : c.ToText());
+    return 0;
+  }
   return kExitCodespaceFailed;
 }
 

@@ -23,7 +23,7 @@ Result<Plan> ParsePlan(std::string_view text) {
 
 std::string_view NetworkPostureName(NetworkPosture posture) {
   switch (posture) {
-    case NetworkPosture::kNone: return "none";
+    case NetworkPosture::kNotRun: return "none";
     case NetworkPosture::kFiltered: return "filtered";
     case NetworkPosture::kSevered: return "severed";
     case NetworkPosture::kShared: return "shared";
@@ -32,7 +32,7 @@ std::string_view NetworkPostureName(NetworkPosture posture) {
 }
 
 Result<NetworkPosture> ParseNetworkPosture(std::string_view text) {
-  for (NetworkPosture p : {NetworkPosture::kNone, NetworkPosture::kFiltered,
+  for (NetworkPosture p : {NetworkPosture::kNotRun, NetworkPosture::kFiltered,
                            NetworkPosture::kSevered, NetworkPosture::kShared}) {
     if (NetworkPostureName(p) == text) return p;
   }
@@ -44,9 +44,9 @@ NetworkPosture PostureOfPlan(Plan plan) {
     case Plan::kSevered: return NetworkPosture::kSevered;
     case Plan::kFiltered: return NetworkPosture::kFiltered;
     case Plan::kShared: return NetworkPosture::kShared;
-    case Plan::kRefused: return NetworkPosture::kNone;
+    case Plan::kRefused: return NetworkPosture::kNotRun;
   }
-  return NetworkPosture::kNone;
+  return NetworkPosture::kNotRun;
 }
 
 PlanDecision DecidePlan(const HostFacts& facts, SandboxEgressPolicy policy) {

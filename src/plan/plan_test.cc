@@ -97,7 +97,7 @@ TEST(PlanNamesTest, RoundTrip) {
     EXPECT_EQ(*parsed, p);
   }
   EXPECT_FALSE(ParsePlan("sealed").ok());
-  for (NetworkPosture n : {NetworkPosture::kNone, NetworkPosture::kFiltered,
+  for (NetworkPosture n : {NetworkPosture::kNotRun, NetworkPosture::kFiltered,
                            NetworkPosture::kSevered, NetworkPosture::kShared}) {
     auto parsed = ParseNetworkPosture(NetworkPostureName(n));
     ASSERT_TRUE(parsed.ok());
@@ -106,7 +106,7 @@ TEST(PlanNamesTest, RoundTrip) {
   EXPECT_EQ(PostureOfPlan(Plan::kSevered), NetworkPosture::kSevered);
   EXPECT_EQ(PostureOfPlan(Plan::kFiltered), NetworkPosture::kFiltered);
   EXPECT_EQ(PostureOfPlan(Plan::kShared), NetworkPosture::kShared);
-  EXPECT_EQ(PostureOfPlan(Plan::kRefused), NetworkPosture::kNone);
+  EXPECT_EQ(PostureOfPlan(Plan::kRefused), NetworkPosture::kNotRun);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "base/clock.h"
 #include "base/file_util.h"
 #include "sandbox/bwrap_args.h"
 
@@ -102,12 +103,6 @@ std::string Unescape(std::string_view s) {
     }
   }
   return out;
-}
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace

@@ -35,7 +35,7 @@
 #include "plan/plan.h"
 #include "run/run_spec.h"
 #include "sandbox/output_sink.h"
-#include "sandbox/run_outcome.h"
+#include "run/run_outcome.h"
 
 namespace codespace {
 

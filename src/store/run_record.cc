@@ -5,6 +5,8 @@
 #include <array>
 #include <utility>
 
+#include "base/clock.h"
+
 namespace codespace {
 namespace {
 
@@ -68,6 +70,49 @@ bool IsAllowedTransition(RunState from, RunState to) {
       return false;
   }
   return false;
+}
+
+void ApplyOutcome(const RunOutcome& o, RunRecord* r) {
+  r->ended_ms = NowMs();
+  switch (o.kind) {
+    case RunOutcome::Kind::kExited:
+      r->state = RunState::kExited;
+      r->exit_code = o.exit_code;
+      break;
+    case RunOutcome::Kind::kSignaled:
+      r->state = RunState::kExited;
+      r->signal = o.signal;
+      break;
+    case RunOutcome::Kind::kNotFound:
+    case RunOutcome::Kind::kCannotInvoke:
+      r->state = RunState::kExited;
+      r->exit_code = o.ShellCode();
+      r->reason = o.reason;
+      break;
+    case RunOutcome::Kind::kCancelled:
+    case RunOutcome::Kind::kTimedOut:
+      r->state = RunState::kCancelled;
+      // Signal 0: the command exited by itself within the stop grace, with its own status.
+      if (o.signal)
+        r->signal = o.signal;
+      else
+        r->exit_code = o.exit_code;
+      r->reason = o.reason;
+      break;
+    case RunOutcome::Kind::kAborted:
+      r->state = RunState::kAborted;
+      r->reason = o.reason;
+      break;
+  }
+}
+
+int RecordShellCode(const RunRecord& r) {
+  if (r.state == RunState::kAborted || r.state == RunState::kRefused ||
+      r.state == RunState::kLost) {
+    return kExitCodespaceFailed;
+  }
+  if (r.signal) return 128 + *r.signal;
+  return r.exit_code.value_or(kExitCodespaceFailed);
 }
 
 }  // namespace codespace

@@ -10,6 +10,7 @@
 #include "plan/plan.h"
 #include "run/log_digest.h"
 #include "run/network_report.h"
+#include "run/run_outcome.h"
 #include "run/run_spec.h"
 
 namespace codespace {
@@ -25,16 +26,16 @@ bool IsAllowedTransition(RunState from, RunState to);
 struct RunRecord {
   std::string id;
   RunSpec spec;
-  Plan plan = Plan::kRefused;
-  NetworkPosture network = NetworkPosture::kNone;
-  std::string namespace_name;  // predicted by admission for a filtered plan
+  Plan plan = Plan::kRefused;  // what this host would do with the run's egress policy
+  NetworkPosture network = NetworkPosture::kNotRun;  // what it got (see plan.h)
+  std::string namespace_name;                        // predicted by admission for a filtered plan
   RunState state = RunState::kQueued;
   std::optional<int> exit_code;  // set when the command exited
   std::optional<int> signal;     // set when the command was killed by a signal
   // Why the run was refused, aborted, severed (FilterUnavailableReason) or cancelled.
   std::string reason;
   NetworkReport network_report;  // a filtered run's DNS admissions, refusals, dropped packets
-  LogDigest stdout_log;  // sealed: size and sha256 of the run's stdout file
+  LogDigest stdout_log;          // sealed: size and sha256 of the run's stdout file
   LogDigest stderr_log;
   int64_t created_ms = 0;  // Unix epoch milliseconds; 0 = not yet
   int64_t started_ms = 0;
@@ -55,5 +56,14 @@ struct RunRecord {
 
   friend bool operator==(const RunRecord&, const RunRecord&) = default;
 };
+
+// Fills a record's end from how the run ended: its state, code or signal, reason, and now as its
+// end. The one mapping of a RunOutcome onto a record (the supervisor's and the worker's).
+void ApplyOutcome(const RunOutcome& outcome, RunRecord* record);
+
+// The exit status a finished record passes on (`codespace run`, `wait`): RunOutcome::ShellCode's
+// mapping read back from the record — the command's code, 128+N for a signal, 125
+// (kExitCodespaceFailed) when codespace failed, refused or lost the run.
+int RecordShellCode(const RunRecord& record);
 
 }  // namespace codespace

@@ -81,5 +81,28 @@ TEST(RunStateTest, NothingGoesBackToQueued) {
   for (RunState from : kAllStates) EXPECT_FALSE(IsAllowedTransition(from, RunState::kQueued));
 }
 
+// One mapping of how a run ended to the status `codespace run` passes on: a record filled from an
+// outcome passes on what the outcome would have.
+TEST(RecordShellCodeTest, ARecordPassesOnItsOutcomesCode) {
+  RunOutcome timed_out{RunOutcome::Kind::kTimedOut, 0, 15, "timeout", {}, ""};
+  RunOutcome cancelled{RunOutcome::Kind::kCancelled, 0, 9, "cancelled", {}, ""};
+  RunOutcome not_found{RunOutcome::Kind::kNotFound, 0, 0, "not found", {}, ""};
+  RunOutcome cannot{RunOutcome::Kind::kCannotInvoke, 0, 0, "cannot", {}, ""};
+  for (const RunOutcome& o :
+       {RunOutcome::Exited(0), RunOutcome::Exited(3), RunOutcome::Signaled(9),
+        RunOutcome::Aborted("setup"), timed_out, cancelled, not_found, cannot}) {
+    RunRecord r;
+    r.state = RunState::kRunning;
+    ApplyOutcome(o, &r);
+    EXPECT_EQ(RecordShellCode(r), o.ShellCode()) << static_cast<int>(o.kind);
+  }
+  RunRecord refused;
+  refused.state = RunState::kRefused;
+  EXPECT_EQ(RecordShellCode(refused), kExitCodespaceFailed);
+  RunRecord lost;
+  lost.state = RunState::kLost;
+  EXPECT_EQ(RecordShellCode(lost), kExitCodespaceFailed);
+}
+
 }  // namespace
 }  // namespace codespace

@@ -1,6 +1,6 @@
 #include "supervisor/ended_record.h"
 
-#include "worker/local_runner.h"
+#include "store/run_record.h"
 
 namespace codespace {
 

@@ -22,7 +22,7 @@
 #include "base/unique_fd.h"
 #include "run/log_digest.h"
 #include "run/network_report.h"
-#include "sandbox/run_outcome.h"
+#include "run/run_outcome.h"
 
 namespace codespace {
 

@@ -15,16 +15,17 @@
 #include <cstdlib>
 #include <optional>
 
+#include "base/clock.h"
 #include "base/file_util.h"
 #include "base/process.h"
 #include "identity/run_identity.h"
+#include "net/network_settings.h"
 #include "relay/broker_bridge.h"
 #include "relay/relay.h"
 #include "sandbox/launcher.h"
 #include "store/sqlite_run_store.h"
 #include "supervisor/ended_record.h"
 #include "supervisor/log_file.h"
-#include "worker/local_runner.h"
 
 namespace codespace {
 
@@ -252,7 +253,7 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
   auto err = FileLogSink::Create(dir.stderr_path());
   if (!out.ok() || !err.ok()) return Fail((!out.ok() ? out : err).status().message());
 
-  auto cfg = RunnerConfigFromEnvironment(RunnerConfig{});
+  auto cfg = NetworkSettingsFromEnvironment();
   LaunchRequest req;
   req.run_id = record->id;
   req.spec = record->spec;

@@ -2,27 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
-
-#include "base/file_util.h"
+#include "base/clock.h"
 #include "policy/public_suffix.h"
 #include "run/run_labels.h"
 
 namespace codespace {
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-Result<RunnerConfig> RunnerConfigFromEnvironment(RunnerConfig base) {
-  std::string v4 = GetEnv("CODESPACE_POOL_V4", base.pool.v4_cidr());
-  std::string v6 = GetEnv("CODESPACE_POOL_V6", base.pool.v6_cidr());
-  ASSIGN_OR_RETURN(base.pool, AddressPool::Parse(v4, v6));
-  base.upstream_dns = GetEnv("CODESPACE_DNS_UPSTREAM", base.upstream_dns);
-  return base;
-}
 
 Result<RunRecord> LocalProcessRunner::Create(const RunSpec& spec, const CreateOptions& options,
                                              bool* replayed) {
@@ -92,40 +76,6 @@ Result<RunRecord> LocalProcessRunner::Admitted(const RunSpec& spec, bool running
   }
   RETURN_IF_ERROR(inserted);
   return r;
-}
-
-void ApplyOutcome(const RunOutcome& o, RunRecord* r) {
-  r->ended_ms = NowMs();
-  switch (o.kind) {
-    case RunOutcome::Kind::kExited:
-      r->state = RunState::kExited;
-      r->exit_code = o.exit_code;
-      break;
-    case RunOutcome::Kind::kSignaled:
-      r->state = RunState::kExited;
-      r->signal = o.signal;
-      break;
-    case RunOutcome::Kind::kNotFound:
-    case RunOutcome::Kind::kCannotInvoke:
-      r->state = RunState::kExited;
-      r->exit_code = o.ShellCode();
-      r->reason = o.reason;
-      break;
-    case RunOutcome::Kind::kCancelled:
-    case RunOutcome::Kind::kTimedOut:
-      r->state = RunState::kCancelled;
-      // Signal 0: the command exited by itself within the stop grace, with its own status.
-      if (o.signal)
-        r->signal = o.signal;
-      else
-        r->exit_code = o.exit_code;
-      r->reason = o.reason;
-      break;
-    case RunOutcome::Kind::kAborted:
-      r->state = RunState::kAborted;
-      r->reason = o.reason;
-      break;
-  }
 }
 
 }  // namespace codespace

@@ -7,23 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "net/address_pool.h"
 #include "plan/admission.h"
 #include "policy/public_suffix.h"
 #include "posture/host_facts.h"
 #include "run/run_spec.h"
-#include "sandbox/run_outcome.h"
 #include "store/run_store.h"
 
 namespace codespace {
-
-struct RunnerConfig {
-  AddressPool pool = AddressPool::Default();  // CODESPACE_POOL_V4 / CODESPACE_POOL_V6
-  std::string upstream_dns;  // CODESPACE_DNS_UPSTREAM ("ADDRESS" or "ADDRESS#PORT")
-};
-
-// The runner settings this process's environment gives (pool, upstream resolver).
-Result<RunnerConfig> RunnerConfigFromEnvironment(RunnerConfig base);
 
 // What a creator attaches to a run beside its spec (run/run_labels.h checks both).
 struct CreateOptions {
@@ -63,10 +53,5 @@ class LocalProcessRunner {
   RunStore* store_;
   const PublicSuffixList* public_suffixes_ = nullptr;
 };
-
-// Fills a record's end from how the run ended.
-void ApplyOutcome(const RunOutcome& outcome, RunRecord* record);
-
-int64_t NowMs();
 
 }  // namespace codespace

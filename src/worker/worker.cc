@@ -13,6 +13,7 @@
 #include <functional>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/file_util.h"
 #include "net/filtered_netns.h"
 #include "sandbox/launcher.h"
@@ -172,6 +173,11 @@ Result<RunCheck> CheckRun(RunStore& store, const WorkerConfig& c, const HostFact
   Status s = store.Update(r, RunState::kRunning);
   if (!s.ok() && s.code() != StatusCode::kAborted) return s;
   return RunCheck::kRecorded;
+}
+
+RunLogPaths LogPathsOf(const std::string& state_dir, const std::string& run_id) {
+  RunDir dir = RunDirFor(state_dir, run_id);
+  return {dir.stdout_path(), dir.stderr_path()};
 }
 
 Status RequestCancel(RunStore& store, const std::string& state_dir, const std::string& run_id) {

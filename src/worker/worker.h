@@ -78,6 +78,14 @@ Result<RunCheck> CheckRun(RunStore& store, const WorkerConfig& config, const Hos
 // supervisor (which stops the sandbox: SIGTERM, grace, SIGKILL).
 Status RequestCancel(RunStore& store, const std::string& state_dir, const std::string& run_id);
 
+// Where a run's output is kept, while it runs and after: its stdout and stderr log files (the API
+// streams them; the run directory's layout stays the supervisor's business).
+struct RunLogPaths {
+  std::string stdout_path;
+  std::string stderr_path;
+};
+RunLogPaths LogPathsOf(const std::string& state_dir, const std::string& run_id);
+
 // Wakes the worker loop at once (an eventfd): the API calls Notify() after it queues a run, so
 // a submitted run starts now rather than at the next look at the store (poll_interval, which
 // still finds runs queued by anything else).
