@@ -28,6 +28,7 @@
 
 #include "api/api_server.h"
 #include "api/worker_client.h"
+#include "base/clock.h"
 #include "base/file_util.h"
 #include "cli/cli_rules.h"
 #include "cli/everyday.h"
