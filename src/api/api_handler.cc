@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/usage_metrics.h"
 #include "api/spec_check.h"
 #include "base/unique_fd.h"
 #include "plan/admission.h"
@@ -400,6 +401,7 @@ std::string ApiHandler::Metrics() {
   uint64_t refused_names = 0, dropped = 0, broker_to = 0, broker_from = 0, broker_conns = 0,
            broker_failed = 0;
   SetupHistogram setup;
+  UsageMetrics usage;
   bool store_ok = true;
   RunListOptions opts;
   opts.limit = 1000;
@@ -419,6 +421,7 @@ std::string ApiHandler::Metrics() {
       broker_conns += r.network_report.broker_connections;
       broker_failed += r.network_report.broker_failed;
       if (r.setup_ms && *r.setup_ms >= 0) setup.Observe(r.network, *r.setup_ms);
+      usage.Observe(r);
     }
     if (page->size() < opts.limit) break;
     opts.offset += opts.limit;
@@ -456,6 +459,7 @@ std::string ApiHandler::Metrics() {
                      broker_conns >= broker_failed ? broker_conns - broker_failed : 0);
   out += fmt::format("codespace_broker_connections_total{{result=\"failed\"}} {}\n", broker_failed);
   setup.Render(out);
+  usage.Render(out);
   return out;
 }
 

@@ -48,6 +48,7 @@ std::string PostureLine(const HostFacts& f) {
   }
   line += fmt::format(" allowlist={}", AllowlistOutcomeWord(f));
   if (f.require_confinement) line += " requireConfinement=yes";
+  line += " " + LimitsPosture(f.limits);
   return line;
 }
 

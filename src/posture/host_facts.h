@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "limits/limits_policy.h"
+
 namespace codespace {
 
 // The three parts of CanFilter, each with the words an operator can act on when it fails.
@@ -36,6 +38,7 @@ struct HostFacts {
   FilterParts filter;
   FilterVerdict verdict;      // DecideFilter(filter)
   bool require_confinement = false;  // CODESPACE_REQUIRE_CONFINEMENT=1
+  LimitsFacts limits;  // limits=v2|v1|none: the cgroup hierarchy runs are limited by, and settings
 
   bool tools() const { return filter.tools; }
   bool can_filter() const { return verdict.can_filter; }

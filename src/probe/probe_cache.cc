@@ -231,6 +231,7 @@ HostFacts ProbeHostRemembering(const ProbeOptions& options, const std::string& c
   f.filter.forwarding = ProbeForwarding(options.forwarding_path, &f.filter.forwarding_error);
   f.verdict = DecideFilter(f.filter);
   f.require_confinement = options.require_confinement;
+  f.limits = ProbeLimits(options);  // cheap (a few stat calls): read afresh every time
   return f;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "policy/egress_policy.h"
+#include "run/run_limits.h"
 
 namespace codespace {
 
@@ -26,6 +27,7 @@ struct RunSpec {
   EgressPolicy egress;
   std::chrono::seconds timeout{0};     // wall clock; 0 = none
   BrokerSpec broker;
+  RunLimits limits;                    // memory, processes, CPU, /tmp size, open files
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };

@@ -1,5 +1,6 @@
 #include "sandbox/bwrap_args.h"
 
+#include <string>
 #include <string_view>
 
 namespace codespace {
@@ -25,13 +26,24 @@ void Hide(const std::string& dir, std::vector<std::string>* a) {
 std::vector<std::string> BuildBwrapArgv(const BwrapLayout& l) {
   std::vector<std::string> a = {l.bwrap_path,  "--unshare-user",  "--disable-userns",
                                 "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                                "--unshare-cgroup-try"};
+                                l.in_cgroup ? "--unshare-cgroup" : "--unshare-cgroup-try"};
   if (!l.share_network) a.push_back("--unshare-net");
   for (const char* f : {"--die-with-parent", "--new-session"}) a.push_back(f);
   for (const char* f : {"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs",
                         "/tmp", "--tmpfs", "/var/tmp"}) {
     a.push_back(f);
   }
+  // Limits: sized tmpfs over the unsized ones (before any bind that may lie under /tmp), and the
+  // cgroup file systems masked.
+  if (l.tmp_bytes) {
+    for (const char* dir : {"/tmp", "/var/tmp"}) {
+      for (const std::string& f : {std::string("--size"), std::to_string(l.tmp_bytes),
+                                   std::string("--tmpfs"), std::string(dir)}) {
+        a.push_back(f);
+      }
+    }
+  }
+  if (l.in_cgroup) Hide("/sys/fs/cgroup", &a);
   for (const auto& [from, to] : l.ro_files) {
     for (const std::string& f : {std::string("--ro-bind"), from, to}) a.push_back(f);
   }

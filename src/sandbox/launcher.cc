@@ -160,6 +160,11 @@ class Launch {
 
     SpawnOptions o;
     o.fds = {{out->write.get(), 1}, {err->write.get(), 2}, {status->write.get(), kStatusFd}};
+    // Limits: the cgroup joined before exec; every process of the run is the OOM killer's first
+    // choice, before the worker and its supervisors; open files capped before exec.
+    o.cgroup_procs_fds = r_.cgroup_procs_fds;
+    o.oom_score_adj = 1000;
+    o.nofile_limit = r_.spec.limits.nofile;
     if (net_) o.netns_fd = net_->netns_fd();
     if (confined) {
       BwrapLayout l;
@@ -173,6 +178,8 @@ class Launch {
       l.env = SandboxEnvironment(r_.spec.env);
       l.init_path = r_.init_path;
       l.command = command;
+      l.tmp_bytes = r_.spec.limits.tmp_bytes;
+      l.in_cgroup = !r_.cgroup_procs_fds.empty() && ::access("/sys/fs/cgroup", F_OK) == 0;
       o.argv = BuildBwrapArgv(l);
       // bubblewrap needs no environment (the run's is in --setenv). This one names the run, for
       // KillStrayBubblewraps: the command never sees it (--clearenv), bubblewrap's child holds it
@@ -534,6 +541,15 @@ RunOutcome LaunchAndWait(const LaunchRequest& r) {
   if (r.init_path.empty()) return RunOutcome::Aborted("sandbox setup failed: codespace-init not found");
   if (r.decision.confined && r.bwrap_path.empty()) {
     return RunOutcome::Aborted("sandbox setup failed: bubblewrap not found");
+  }
+  // Fail closed on limits: never launched with fewer than it asked for.
+  if (r.spec.limits.needs_cgroup() && r.cgroup_procs_fds.empty()) {
+    return RunOutcome::Aborted(fmt::format("limits setup failed: the run asks for {} but has no cgroup",
+                                           DescribeLimits(r.spec.limits)));
+  }
+  if (r.spec.limits.tmp_bytes && !r.decision.confined) {
+    return RunOutcome::Aborted(
+        "limits setup failed: --tmp-size needs a private /tmp, which an unconfined run does not have");
   }
   // Descendants that outlive their parents are reparented here, so that an unconfined run's
   // whole tree can be found and killed (a confined one dies with its pid namespace).

@@ -43,6 +43,9 @@ struct RunRecord {
   // reporting started. Unset when the command never started (refused, aborted at setup,
   // cancelled while queued) or the run was recorded before setup was measured.
   std::optional<int64_t> setup_ms;
+  // What the run used (its cgroup's peak memory, CPU seconds, peak processes, OOM kills) and
+  // the limit that ended it, if one did. Empty when it had no cgroup.
+  RunUsage usage;
 
   friend bool operator==(const RunRecord&, const RunRecord&) = default;
 };

@@ -127,6 +127,7 @@ Status WriteRunStatus(const RunDir& dir, const RunStatus& st) {
   j["supervisor_peak_rss_kb"] = st.supervisor_peak_rss_kb;
   if (st.setup_ms) j["setup_ms"] = *st.setup_ms;
   j["ended_ms"] = st.ended_ms;
+  if (!st.usage.empty()) j["usage"] = Json::parse(RunUsageToJson(st.usage), nullptr, false);
   return WriteFileAtomically(dir.status_path(),
                              j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n", 0644);
 }
@@ -152,6 +153,7 @@ Result<RunStatus> ReadRunStatus(const RunDir& dir) {
     // Absent: the command never started (or a supervisor from before setup was measured).
     if (j.contains("setup_ms")) st.setup_ms = j.at("setup_ms").get<int64_t>();
     st.ended_ms = j.at("ended_ms").get<int64_t>();
+    if (j.contains("usage")) ASSIGN_OR_RETURN(st.usage, RunUsageFromJson(j.at("usage").dump()));
   } catch (const std::exception& e) {
     return InternalError(fmt::format("{}: {}", dir.status_path(), e.what()));
   }

@@ -22,6 +22,7 @@
 #include "base/unique_fd.h"
 #include "run/log_digest.h"
 #include "run/network_report.h"
+#include "run/run_limits.h"
 #include "sandbox/run_outcome.h"
 
 namespace codespace {
@@ -67,6 +68,9 @@ struct RunStatus {
   // Unset (and "setup_ms" absent from status.json) when the command never started.
   std::optional<int64_t> setup_ms;
   int64_t ended_ms = 0;
+  // What the run used, read from its cgroup after the run and before the cgroup is removed
+  // (limits/run_cgroup.h); empty without one. "usage" in status.json, absent when empty.
+  RunUsage usage;
 };
 // Written atomically (write, fsync, rename, fsync the directory): a reader sees the whole
 // status or none, also after a crash.

@@ -36,6 +36,7 @@ Result<RunRecord> LocalProcessRunner::Admitted(const RunSpec& spec, bool running
   r.network = PostureOfPlan(a.decision.plan);
   r.namespace_name = a.namespace_name;
   r.reason = a.reason;
+  if (a.admitted) r.spec.limits = a.limits;  // the defaults filled in: what it runs with
   if (a.admitted && running) {
     r.state = RunState::kRunning;
     r.started_ms = r.created_ms;
@@ -59,6 +60,7 @@ void ApplyOutcome(const RunOutcome& o, RunRecord* r) {
     case RunOutcome::Kind::kSignaled:
       r->state = RunState::kExited;
       r->signal = o.signal;
+      if (!o.reason.empty()) r->reason = o.reason;  // e.g. killed by its memory limit
       break;
     case RunOutcome::Kind::kNotFound:
     case RunOutcome::Kind::kCannotInvoke:

@@ -116,6 +116,7 @@ Result<RunCheck> CheckRun(RunStore& store, const WorkerConfig& c, const HostFact
     r.stdout_log = status->stdout_log;
     r.stderr_log = status->stderr_log;
     r.setup_ms = status->setup_ms;
+    r.usage = status->usage;
     if (!status->outcome.output_error.empty()) {
       r.reason = r.reason.empty() ? status->outcome.output_error
                                   : r.reason + "; " + status->outcome.output_error;
