@@ -95,12 +95,14 @@ void AddSpecFlags(CLI::App* app, SpecFlags* f, bool with_command) {
 
 Result<RunSpec> SpecFromFlags(const SpecFlags& f) {
   RunSpec spec;
+  using Parse = Result<uint64_t> (*)(std::string_view);
   for (auto [flag, text, field, parse] :
-       {std::tuple{"--memory", &f.memory, &RunLimits::memory_bytes, ParseByteSize},
-        std::tuple{"--pids", &f.pids, &RunLimits::pids, ParseCount},
-        std::tuple{"--cpus", &f.cpus, &RunLimits::cpu_millis, ParseCpus},
-        std::tuple{"--tmp-size", &f.tmp_size, &RunLimits::tmp_bytes, ParseByteSize},
-        std::tuple{"--nofile", &f.nofile, &RunLimits::nofile, ParseCount}}) {
+       {std::tuple<const char*, const std::string*, uint64_t RunLimits::*, Parse>{
+            "--memory", &f.memory, &RunLimits::memory_bytes, ParseByteSize},
+        {"--pids", &f.pids, &RunLimits::pids, ParseCount},
+        {"--cpus", &f.cpus, &RunLimits::cpu_millis, ParseCpus},
+        {"--tmp-size", &f.tmp_size, &RunLimits::tmp_bytes, ParseByteSize},
+        {"--nofile", &f.nofile, &RunLimits::nofile, ParseCount}}) {
     if (text->empty()) continue;
     auto parsed = parse(*text);
     if (!parsed.ok()) return parsed.status().WithContext(flag);

@@ -53,7 +53,10 @@ Result<LimitSettings> ParseLimitSettings(const std::function<std::string(const c
       if (value.empty()) continue;
       auto parsed = k.parse(value);
       if (!parsed.ok()) return parsed.status().WithContext(name);
-      (is_max ? s.maxima : s.defaults).*k.field = *parsed;
+      // Through a named reference: GCC 12 assigned into a temporary copy when `.*` was applied
+      // to the conditional expression directly.
+      RunLimits& into = is_max ? s.maxima : s.defaults;
+      into.*k.field = *parsed;
     }
     uint64_t d = s.defaults.*k.field, m = s.maxima.*k.field;
     if (d && m && d > m) {

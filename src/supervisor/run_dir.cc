@@ -153,7 +153,9 @@ Result<RunStatus> ReadRunStatus(const RunDir& dir) {
     // Absent: the command never started (or a supervisor from before setup was measured).
     if (j.contains("setup_ms")) st.setup_ms = j.at("setup_ms").get<int64_t>();
     st.ended_ms = j.at("ended_ms").get<int64_t>();
-    if (j.contains("usage")) ASSIGN_OR_RETURN(st.usage, RunUsageFromJson(j.at("usage").dump()));
+    if (j.contains("usage")) {
+      ASSIGN_OR_RETURN(st.usage, RunUsageFromJson(j.at("usage").dump()));
+    }
   } catch (const std::exception& e) {
     return InternalError(fmt::format("{}: {}", dir.status_path(), e.what()));
   }

@@ -113,7 +113,9 @@ TEST_F(LimitsLaneTest, AForkBombStopsAtItsProcessLimitAndNothingOfItIsLeft) {
   EXPECT_THAT(r.output, HasSubstr("fork")) << Describe(r);  // dash: "Cannot fork"
   auto rec = LatestRecord(install_);
   ASSERT_TRUE(rec["usage"].is_object()) << rec.dump();
-  if (!rec["usage"]["peak_pids"].is_null()) EXPECT_EQ(rec["usage"]["peak_pids"], 48) << rec.dump();
+  if (!rec["usage"]["peak_pids"].is_null()) {
+    EXPECT_EQ(rec["usage"]["peak_pids"], 48) << rec.dump();
+  }
   ExpectNoCgroupOf(rec["id"]);
   EXPECT_TRUE(ProcessesMatching(marker).empty());
   // The host can still fork.
@@ -158,7 +160,9 @@ TEST_F(LimitsLaneTest, TheRunSeesNoCgroupFileSystemAndCannotWriteOne) {
   EXPECT_THAT(r.output, HasSubstr("entries=0"));
   EXPECT_THAT(r.output, Not(HasSubstr("WROTE")));
   // Its own cgroup namespace: its cgroup is the root of what it sees.
-  if (layout_.hierarchy == CgroupHierarchy::kV1) EXPECT_THAT(r.output, HasSubstr(":memory:/\n"));
+  if (layout_.hierarchy == CgroupHierarchy::kV1) {
+    EXPECT_THAT(r.output, HasSubstr(":memory:/\n"));
+  }
 }
 
 TEST_F(LimitsLaneTest, LimitsOnAHostWithLimitsNoneAreRefusedWithTheReason) {
