@@ -458,8 +458,8 @@ std::string ApiHandler::Metrics() {
   out += fmt::format("codespace_broker_connections_total{{result=\"ok\"}} {}\n",
                      broker_conns >= broker_failed ? broker_conns - broker_failed : 0);
   out += fmt::format("codespace_broker_connections_total{{result=\"failed\"}} {}\n", broker_failed);
-  setup.Render(out);
   usage.Render(out);
+  setup.Render(out);
   return out;
 }
 

@@ -80,18 +80,21 @@ TEST(HostFiltersAllowlistTest, PostureTable) {
 
 TEST(PostureLineTest, ConfiningHostThatCannotFilter) {
   HostFacts f = Facts(true, true, false);
+  f.limits.hierarchy = CgroupHierarchy::kV1;
   EXPECT_EQ(PostureLine(f),
             "posture uid=1654 confines=yes bwrap=/usr/bin/bwrap tools=yes canFilter=no "
             "filterUnavailable=\"cannot create a network namespace: Operation not permitted\" "
-            "allowlist=severed");
+            "allowlist=severed limits=v1");
 }
 
 TEST(PostureLineTest, ConfiningHostThatFilters) {
   HostFacts f = Facts(true, true, true);
   f.uid = 0;
+  f.limits.unavailable_reason = "the cgroup root /x does not exist";
   EXPECT_EQ(PostureLine(f),
             "posture uid=0 confines=yes bwrap=/usr/bin/bwrap tools=yes canFilter=yes "
-            "allowlist=filtered");
+            "allowlist=filtered limits=none limitsUnavailable=\"the cgroup root /x does not "
+            "exist\"");
 }
 
 TEST(PostureLineTest, UnconfinedSaysWhyAndWhatHappensToAllowlists) {
