@@ -1,9 +1,9 @@
 #include "sandbox/bwrap_args.h"
 
-#include <algorithm>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 namespace codespace {
 namespace {
@@ -26,17 +26,16 @@ BwrapLayout Layout(bool share) {
 
 // The whole argv, pinned: every confining flag is here on purpose (see bwrap_args.h).
 TEST(BwrapArgsTest, SeveredArgvExactly) {
-  EXPECT_THAT(
-      BuildBwrapArgv(Layout(false)),
-      ElementsAre("/usr/bin/bwrap", "--unshare-user", "--disable-userns", "--unshare-pid",
-                  "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net",
-                  "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev",
-                  "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--ro-bind",
-                  "/opt/cs/codespace-init", "/dev/.codespace-init", "--bind", "/work/ws",
-                  "/work/ws", "--chdir", "/work/ws", "--tmpfs", "/var/lib/codespace",
-                  "--remount-ro", "/var/lib/codespace", "--clearenv", "--setenv", "A", "1", "--setenv", "B", "x=y",
-                  "--cap-drop", "ALL", "--", "/dev/.codespace-init", "3", "sh",
-                  "-c", "echo hi"));
+  EXPECT_THAT(BuildBwrapArgv(Layout(false)),
+              ElementsAre("/usr/bin/bwrap", "--unshare-user", "--disable-userns", "--unshare-pid",
+                          "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net",
+                          "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev",
+                          "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
+                          "--ro-bind", "/opt/cs/codespace-init", "/dev/.codespace-init", "--bind",
+                          "/work/ws", "/work/ws", "--chdir", "/work/ws", "--tmpfs",
+                          "/var/lib/codespace", "--remount-ro", "/var/lib/codespace", "--clearenv",
+                          "--setenv", "A", "1", "--setenv", "B", "x=y", "--cap-drop", "ALL", "--",
+                          "/dev/.codespace-init", "3", "sh", "-c", "echo hi"));
 }
 
 TEST(BwrapArgsTest, SharedDiffersOnlyInTheNetworkNamespace) {
@@ -115,6 +114,42 @@ TEST(SandboxEnvironmentTest, AddsPathOnlyWhenMissing) {
   EXPECT_THAT(SandboxEnvironment({"A=1"}),
               ElementsAre("A=1", std::string("PATH=") + kDefaultSandboxPath));
   EXPECT_THAT(SandboxEnvironment({"PATH=/x"}), ElementsAre("PATH=/x"));
+}
+
+}  // namespace
+}  // namespace codespace
+
+namespace codespace {
+namespace {
+
+// Limits (issue 15): sized tmpfs for /tmp and /var/tmp before any bind, the cgroup namespace
+// required and the cgroup file systems masked once the run has a cgroup.
+TEST(BwrapArgsTest, LimitsSizeTheTmpfsAndRequireTheCgroupNamespace) {
+  BwrapLayout l;
+  l.bwrap_path = "/usr/bin/bwrap";
+  l.workspace = "/tmp/ws";
+  l.command = {"true"};
+  std::vector<std::string> plain = BuildBwrapArgv(l);
+  EXPECT_NE(std::find(plain.begin(), plain.end(), "--unshare-cgroup-try"), plain.end());
+  EXPECT_EQ(std::find(plain.begin(), plain.end(), "--size"), plain.end());
+  l.tmp_bytes = 8 << 20;
+  l.in_cgroup = true;
+  std::vector<std::string> a = BuildBwrapArgv(l);
+  EXPECT_NE(std::find(a.begin(), a.end(), "--unshare-cgroup"), a.end());
+  EXPECT_EQ(std::find(a.begin(), a.end(), "--unshare-cgroup-try"), a.end());
+  auto at = [&](const std::vector<std::string>& seq) {
+    return std::search(a.begin(), a.end(), seq.begin(), seq.end()) - a.begin();
+  };
+  auto tmp = at({"--size", "8388608", "--tmpfs", "/tmp"});
+  auto var_tmp = at({"--size", "8388608", "--tmpfs", "/var/tmp"});
+  auto bind = at({"--bind", "/tmp/ws", "/tmp/ws"});
+  auto mask = at({"--tmpfs", "/sys/fs/cgroup", "--remount-ro", "/sys/fs/cgroup"});
+  const auto end = static_cast<long>(a.size());
+  EXPECT_LT(tmp, end);
+  EXPECT_LT(var_tmp, end);
+  EXPECT_LT(mask, end);
+  EXPECT_LT(tmp, bind);  // the workspace under /tmp is still bound over the sized tmpfs
+  EXPECT_LT(var_tmp, bind);
 }
 
 }  // namespace

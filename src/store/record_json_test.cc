@@ -156,14 +156,16 @@ TEST(RunRecordJsonTest, FieldsAreNamedAsDocumented) {
 TEST(RunRecordJsonTest, NetworkReportRoundTrips) {
   Result<RunRecord> record = FullRecord("00112233aabbccdd");
   ASSERT_OK(record);
-  record->network_report.dns_admitted = {"allowed.test 203.0.113.10", "api.x.test [2001:db8::1]:443"};
+  record->network_report.dns_admitted = {"allowed.test 203.0.113.10",
+                                         "api.x.test [2001:db8::1]:443"};
   record->network_report.dns_refused = {"denied.test"};
   record->network_report.dropped_packets = 42;
   Result<RunRecord> back = RunRecordFromJson(RunRecordToJson(*record));
   ASSERT_OK(back);
   EXPECT_EQ(back->network_report, record->network_report);
   EXPECT_THAT(RunRecordFromJson(R"({"id":"x"})"), StatusHasMessage("run record JSON"));
-  Result<NetworkReport> bad = NetworkReportFromJson(R"({"dns_admitted":[],"dns_refused":[],"dropped_packets":-1})");
+  Result<NetworkReport> bad =
+      NetworkReportFromJson(R"({"dns_admitted":[],"dns_refused":[],"dropped_packets":-1})");
   EXPECT_THAT(bad, StatusHasMessage("must not be negative"));
 }
 
@@ -245,6 +247,47 @@ TEST(RunRecordJsonTest, MalformedRecordsAreErrors) {
     EXPECT_THAT(parsed, StatusIs(StatusCode::kInvalidArgument)) << json;
     EXPECT_THAT(parsed, StatusHasMessage(std::string(message))) << json;
   }
+}
+
+}  // namespace
+}  // namespace codespace
+
+namespace codespace {
+namespace {
+
+TEST(RunSpecJsonTest, LimitsRoundTripAndTakeTheCliSpelling) {
+  RunSpec spec;
+  spec.argv = {"true"};
+  spec.workspace = "/w";
+  spec.limits = {512ull << 20, 64, 1500, 8ull << 20, 1024};
+  auto back = RunSpecFromJson(RunSpecToJson(spec));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->limits, spec.limits);
+  auto typed = RunSpecFromJson(
+      R"({"argv":["true"],"workspace":"/w","egress":{"mode":"none"},)"
+      R"("limits":{"memory":"512M","cpus":"1.5","pids":64,"tmp_size":"8M","nofile":1024}})");
+  ASSERT_TRUE(typed.ok()) << typed.status().message();
+  EXPECT_EQ(typed->limits, spec.limits);
+  auto bad = RunSpecFromJson(
+      R"({"argv":["true"],"workspace":"/w","egress":{"mode":"none"},"limits":{"memory":"lots"}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("\"limits.memory\""), std::string::npos)
+      << bad.status().message();
+  EXPECT_FALSE(RunSpecFromJson(R"({"argv":["true"],"workspace":"/w","egress":{"mode":"none"},)"
+                               R"("limits":{"memroy":1}})")
+                   .ok());
+}
+
+TEST(RunRecordJsonTest, UsageRoundTrips) {
+  RunUsage u;
+  u.peak_memory_bytes = 1 << 20;
+  u.cpu_user_usec = 5;
+  u.oom_kills = 1;
+  u.limit_kill = "memory";
+  auto back = RunUsageFromJson(RunUsageToJson(u));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, u);
+  EXPECT_TRUE(RunUsageFromJson("{}")->empty());
 }
 
 }  // namespace
