@@ -1,9 +1,9 @@
 #include "sandbox/bwrap_args.h"
 
+#include <algorithm>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <algorithm>
 
 namespace codespace {
 namespace {
@@ -26,16 +26,17 @@ BwrapLayout Layout(bool share) {
 
 // The whole argv, pinned: every confining flag is here on purpose (see bwrap_args.h).
 TEST(BwrapArgsTest, SeveredArgvExactly) {
-  EXPECT_THAT(BuildBwrapArgv(Layout(false)),
-              ElementsAre("/usr/bin/bwrap", "--unshare-user", "--disable-userns", "--unshare-pid",
-                          "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net",
-                          "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev",
-                          "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
-                          "--ro-bind", "/opt/cs/codespace-init", "/dev/.codespace-init", "--bind",
-                          "/work/ws", "/work/ws", "--chdir", "/work/ws", "--tmpfs",
-                          "/var/lib/codespace", "--remount-ro", "/var/lib/codespace", "--clearenv",
-                          "--setenv", "A", "1", "--setenv", "B", "x=y", "--cap-drop", "ALL", "--",
-                          "/dev/.codespace-init", "3", "sh", "-c", "echo hi"));
+  EXPECT_THAT(
+      BuildBwrapArgv(Layout(false)),
+      ElementsAre("/usr/bin/bwrap", "--unshare-user", "--disable-userns", "--unshare-pid",
+                  "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net",
+                  "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev",
+                  "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--ro-bind",
+                  "/opt/cs/codespace-init", "/dev/.codespace-init", "--bind", "/work/ws",
+                  "/work/ws", "--chdir", "/work/ws", "--tmpfs", "/var/lib/codespace",
+                  "--remount-ro", "/var/lib/codespace", "--clearenv", "--setenv", "A", "1", "--setenv", "B", "x=y",
+                  "--cap-drop", "ALL", "--", "/dev/.codespace-init", "3", "sh",
+                  "-c", "echo hi"));
 }
 
 TEST(BwrapArgsTest, SharedDiffersOnlyInTheNetworkNamespace) {

@@ -156,16 +156,14 @@ TEST(RunRecordJsonTest, FieldsAreNamedAsDocumented) {
 TEST(RunRecordJsonTest, NetworkReportRoundTrips) {
   Result<RunRecord> record = FullRecord("00112233aabbccdd");
   ASSERT_OK(record);
-  record->network_report.dns_admitted = {"allowed.test 203.0.113.10",
-                                         "api.x.test [2001:db8::1]:443"};
+  record->network_report.dns_admitted = {"allowed.test 203.0.113.10", "api.x.test [2001:db8::1]:443"};
   record->network_report.dns_refused = {"denied.test"};
   record->network_report.dropped_packets = 42;
   Result<RunRecord> back = RunRecordFromJson(RunRecordToJson(*record));
   ASSERT_OK(back);
   EXPECT_EQ(back->network_report, record->network_report);
   EXPECT_THAT(RunRecordFromJson(R"({"id":"x"})"), StatusHasMessage("run record JSON"));
-  Result<NetworkReport> bad =
-      NetworkReportFromJson(R"({"dns_admitted":[],"dns_refused":[],"dropped_packets":-1})");
+  Result<NetworkReport> bad = NetworkReportFromJson(R"({"dns_admitted":[],"dns_refused":[],"dropped_packets":-1})");
   EXPECT_THAT(bad, StatusHasMessage("must not be negative"));
 }
 
