@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "api/usage_metrics.h"
 #include "api/spec_check.h"
+#include "api/usage_metrics.h"
 #include "base/unique_fd.h"
 #include "plan/admission.h"
 #include "store/record_json.h"

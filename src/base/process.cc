@@ -50,7 +50,8 @@ constexpr const char* kStepNames[] = {"execve",       "unshare",     "chdir",
                                       "dup2",         "setsid",      "write uid_map",
                                       "bring up lo",  "setns(CLONE_NEWNET)", "bind files",
                                       "drop capabilities", "join cgroup (write cgroup.procs)",
-                                      "write /proc/self/oom_score_adj", "setrlimit(RLIMIT_NOFILE)"};
+                                      "write /proc/self/oom_score_adj",
+                                      "setrlimit(RLIMIT_NOFILE)"};
 
 [[noreturn]] void ChildFail(int fd, int step) {
   ChildError e{step, errno};

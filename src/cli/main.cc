@@ -22,8 +22,8 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 #include <tuple>
+#include <vector>
 
 #include "api/api_server.h"
 #include "api/worker_client.h"

@@ -544,12 +544,14 @@ RunOutcome LaunchAndWait(const LaunchRequest& r) {
   }
   // Fail closed on limits: never launched with fewer than it asked for.
   if (r.spec.limits.needs_cgroup() && r.cgroup_procs_fds.empty()) {
-    return RunOutcome::Aborted(fmt::format("limits setup failed: the run asks for {} but has no cgroup",
-                                           DescribeLimits(r.spec.limits)));
+    return RunOutcome::Aborted(
+        fmt::format("limits setup failed: the run asks for {} but has no cgroup",
+                    DescribeLimits(r.spec.limits)));
   }
   if (r.spec.limits.tmp_bytes && !r.decision.confined) {
     return RunOutcome::Aborted(
-        "limits setup failed: --tmp-size needs a private /tmp, which an unconfined run does not have");
+        "limits setup failed: --tmp-size needs a private /tmp, which an unconfined run does not "
+        "have");
   }
   // Descendants that outlive their parents are reparented here, so that an unconfined run's
   // whole tree can be found and killed (a confined one dies with its pid namespace).

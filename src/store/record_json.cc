@@ -195,8 +195,8 @@ Json UsageToValue(const RunUsage& u) {
 
 Result<RunUsage> UsageFromValue(const Json& value, std::string_view path) {
   RETURN_IF_ERROR(CheckObject(value, path,
-                              {"peak_memory_bytes", "cpu_user_usec", "cpu_system_usec",
-                               "peak_pids", "oom_kills", "limit_kill"}));
+                              {"peak_memory_bytes", "cpu_user_usec", "cpu_system_usec", "peak_pids",
+                               "oom_kills", "limit_kill"}));
   RunUsage u;
   for (auto [key, field] : {std::pair{"peak_memory_bytes", &RunUsage::peak_memory_bytes},
                             std::pair{"cpu_user_usec", &RunUsage::cpu_user_usec},
@@ -328,9 +328,8 @@ Result<EgressPolicy> EgressFromValue(const Json& value, std::string_view path) {
 }
 
 Result<RunSpec> SpecFromValue(const Json& value, std::string_view path) {
-  RETURN_IF_ERROR(CheckObject(value, path,
-                              {"argv", "env", "workspace", "egress", "timeout_seconds", "broker",
-                               "limits"}));
+  RETURN_IF_ERROR(CheckObject(
+      value, path, {"argv", "env", "workspace", "egress", "timeout_seconds", "broker", "limits"}));
   RunSpec spec;
   ASSIGN_OR_RETURN(const Json* argv, RequiredField(value, path, "argv"));
   ASSIGN_OR_RETURN(spec.argv, ReadStringArray(*argv, Child(path, "argv")));
@@ -387,10 +386,10 @@ Result<NetworkReport> NetworkReportFromValue(const Json& value, std::string_view
 }
 
 Result<RunRecord> RecordFromValue(const Json& value) {
-  RETURN_IF_ERROR(CheckObject(value, "",
-                              {"id", "spec", "plan", "network", "namespace", "state", "exit_code",
-                               "signal", "reason", "created_ms", "started_ms", "ended_ms",
-                               "setup_ms", "network_report", "logs", "usage"}));
+  RETURN_IF_ERROR(CheckObject(
+      value, "",
+      {"id", "spec", "plan", "network", "namespace", "state", "exit_code", "signal", "reason",
+       "created_ms", "started_ms", "ended_ms", "setup_ms", "network_report", "logs", "usage"}));
   RunRecord record;
   ASSIGN_OR_RETURN(record.id, RequiredString(value, "", "id"));
   ASSIGN_OR_RETURN(const Json* spec, RequiredField(value, "", "spec"));
@@ -507,7 +506,8 @@ std::string RunUsageToJson(const RunUsage& usage) {
 }
 
 Result<RunUsage> RunUsageFromJson(std::string_view json) {
-  return ParseWith<RunUsage>(json, "usage JSON", [](const Json& v) { return UsageFromValue(v, ""); });
+  return ParseWith<RunUsage>(json, "usage JSON",
+                             [](const Json& v) { return UsageFromValue(v, ""); });
 }
 
 }  // namespace codespace

@@ -95,8 +95,8 @@ constexpr char kColumns[] =
 
 constexpr char kInsertSql[] =
     "INSERT INTO runs (id, spec_json, plan, network, namespace, state, exit_code, signal, reason, "
-    "created_ms, started_ms, ended_ms, network_report_json, logs_json, setup_ms, usage_json) VALUES "
-    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
+    "created_ms, started_ms, ended_ms, network_report_json, logs_json, setup_ms, usage_json) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
 
 // Compare-and-set: only a row still in the expected state (?17) is replaced.
 constexpr char kUpdateSql[] =
@@ -175,7 +175,8 @@ Result<RunRecord> RecordFromRow(const sqlite::Statement& row) {
   record.stdout_log = logs.first;
   record.stderr_log = logs.second;
   if (!row.ColumnIsNull(14)) record.setup_ms = row.ColumnInt64(14);
-  ASSIGN_OR_RETURN(record.usage, StoredValue(RunUsageFromJson(row.ColumnText(15)), id, "usage_json"));
+  ASSIGN_OR_RETURN(record.usage,
+                   StoredValue(RunUsageFromJson(row.ColumnText(15)), id, "usage_json"));
   return record;
 }
 

@@ -292,8 +292,9 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
   std::unique_ptr<RunCgroup> cgroup;
   if (status.outcome.reason.empty()) {
     auto settings = LimitSettingsFromEnvironment();
-    auto made = settings.ok() ? MakeRunCgroup(settings->cgroup_root, record->id, record->spec.limits)
-                              : Result<std::unique_ptr<RunCgroup>>(settings.status());
+    auto made = settings.ok()
+                    ? MakeRunCgroup(settings->cgroup_root, record->id, record->spec.limits)
+                    : Result<std::unique_ptr<RunCgroup>>(settings.status());
     if (!made.ok()) {
       status.outcome = RunOutcome::Aborted("limits setup failed: " + made.status().message());
     } else if ((cgroup = std::move(*made))) {
@@ -310,7 +311,9 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
     // anything that escaped that (an unconfined run's daemon) and remove the cgroup.
     status.usage = cgroup->ReadUsage();
     status.outcome = ClassifyLimitKill(status.outcome, record->spec.limits, &status.usage);
-    if (Status s = cgroup->KillAndRemove(); !s.ok()) Fail(fmt::format("run {}: cgroup: {}", a.run_id, s.message()));
+    if (Status s = cgroup->KillAndRemove(); !s.ok()) {
+      Fail(fmt::format("run {}: cgroup: {}", a.run_id, s.message()));
+    }
   }
   if (bridge) {
     bridge->Stop();
