@@ -221,12 +221,19 @@ Result<std::unique_ptr<RunCgroup>> RunCgroup::Create(const CgroupLayout& layout,
               .WithContext("enable the controllers for codespace/ (the worker's cgroup must have "
                            "no processes of its own on v2: run it in a leaf)"));
     }
-    RETURN_IF_ERROR(MakeDir(parent + "/codespace"));
-    if (layout.hierarchy == CgroupHierarchy::kV2) {
-      RETURN_IF_ERROR(
-          WriteCgroupFile(parent + "/codespace/cgroup.subtree_control", "+memory +pids +cpu"));
+    // codespace/ may be removed between the two mkdirs by whoever tidies an empty one (a test's
+    // teardown): then it is made again.
+    int made = -1;
+    for (int attempt = 0; attempt < 3 && made != 0; ++attempt) {
+      RETURN_IF_ERROR(MakeDir(parent + "/codespace"));
+      if (layout.hierarchy == CgroupHierarchy::kV2) {
+        RETURN_IF_ERROR(
+            WriteCgroupFile(parent + "/codespace/cgroup.subtree_control", "+memory +pids +cpu"));
+      }
+      made = ::mkdir(dir.c_str(), 0755);
+      if (made != 0 && errno != ENOENT) break;
     }
-    if (::mkdir(dir.c_str(), 0755) != 0) return ErrnoError(fmt::format("mkdir({})", dir), errno);
+    if (made != 0) return ErrnoError(fmt::format("mkdir({})", dir), errno);
     cg->dirs_.push_back(dir);
   }
   for (const CgroupWrite& w : PlanCgroupWrites(limits, layout.hierarchy)) {
@@ -259,6 +266,29 @@ Result<std::unique_ptr<RunCgroup>> MakeRunCgroup(const std::string& cgroup_root,
   return RunCgroup::Create(layout, run_id, limits);
 }
 
+namespace {
+// A root worker's codespace/ goes once its last run cgroup has: nothing of codespace's stays in
+// the hierarchy between runs. A delegated one (owned by the delegate uid, made by an operator or
+// systemd) stays: its owner could not make it again. A run starting meanwhile makes it again
+// (Create retries), and rmdir refuses one that still holds a run's cgroup.
+void RemoveEmptyRootOwnedParent(const std::string& codespace_dir) {
+  struct stat st {};
+  if (::geteuid() != 0 || ::stat(codespace_dir.c_str(), &st) != 0 || st.st_uid != 0) return;
+  ::rmdir(codespace_dir.c_str());
+}
+}  // namespace
+
+Status RemoveRunCgroupByName(const std::string& cgroup_root, const std::string& run_id) {
+  CgroupLayout layout = DetectCgroupLayout(cgroup_root);
+  Status first;
+  for (const auto& [controller, parent] : layout.parents) {
+    Status s = KillAndRemoveCgroupDir(RunCgroupDir(parent, run_id));
+    if (!s.ok() && first.ok()) first = s;
+    if (s.ok()) RemoveEmptyRootOwnedParent(parent + "/codespace");
+  }
+  return first;
+}
+
 RunCgroup::~RunCgroup() { KillAndRemove().IgnoreError(); }
 
 std::vector<int> RunCgroup::procs_fds() const {
@@ -285,6 +315,7 @@ Status RunCgroup::KillAndRemove() {
   for (const std::string& dir : dirs_) {
     Status s = KillAndRemoveCgroupDir(dir);
     if (!s.ok() && first.ok()) first = s;
+    if (s.ok()) RemoveEmptyRootOwnedParent(dir.substr(0, dir.rfind('/')));
   }
   removed_ = first.ok();
   return first;

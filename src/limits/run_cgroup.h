@@ -83,6 +83,10 @@ Result<std::unique_ptr<RunCgroup>> MakeRunCgroup(const std::string& cgroup_root,
                                                  const std::string& run_id,
                                                  const RunLimits& limits);
 
+// Kills what is in run `run_id`'s cgroup and removes it, in every controller, by name (a run
+// whose supervisor died: whoever records it lost calls this). Missing is fine.
+Status RemoveRunCgroupByName(const std::string& cgroup_root, const std::string& run_id);
+
 // Kills what is in `dir` (a run cgroup directory) and removes it.
 Status KillAndRemoveCgroupDir(const std::string& dir);
 

@@ -140,7 +140,16 @@ class RealCgroup : public ::testing::Test {
     layout_ = DetectCgroupLayout("/sys/fs/cgroup");
     if (layout_.hierarchy == CgroupHierarchy::kNone) GTEST_SKIP() << layout_.reason;
     id_ = fmt::format("test{:012x}", static_cast<unsigned>(::getpid()));
+    for (const auto& [c, parent] : layout_.parents) {
+      if (::access((parent + "/codespace").c_str(), F_OK) != 0)
+        made_.push_back(parent + "/codespace");
+    }
   }
+  // codespace/ directories this test made, once empty (a concurrent run's keeps its parent).
+  void TearDown() override {
+    for (const auto& dir : made_) ::rmdir(dir.c_str());
+  }
+  std::vector<std::string> made_;
   CgroupLayout layout_;
   std::string id_;
 };

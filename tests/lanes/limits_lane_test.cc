@@ -33,6 +33,15 @@ class LimitsLaneTest : public ::testing::Test {
     if (layout_.hierarchy == CgroupHierarchy::kNone)
       GTEST_SKIP() << "limits=none: " << layout_.reason;
     ASSERT_TRUE(install_.ok()) << install_.error();
+    for (const auto& [c, parent] : layout_.parents) {
+      if (::access((parent + "/codespace").c_str(), F_OK) != 0)
+        made_.push_back(parent + "/codespace");
+    }
+  }
+  // The codespace/ directories these runs made, once empty (rmdir refuses a non-empty one, so a
+  // concurrent run's cgroup keeps its parent).
+  void TearDown() override {
+    for (const auto& dir : made_) ::rmdir(dir.c_str());
   }
   CliResult Run(const std::vector<std::string>& flags, const std::vector<std::string>& command,
                 const std::map<std::string, std::string>& env = {}) {
@@ -49,6 +58,7 @@ class LimitsLaneTest : public ::testing::Test {
     }
   }
   CgroupLayout layout_;
+  std::vector<std::string> made_;
   StagedInstall install_{0};
 };
 
@@ -238,6 +248,7 @@ class DelegatedLimitsLaneTest : public LimitsLaneTest {
       Chown(dir, 0);
       if (made) ::rmdir(dir.c_str());
     }
+    LimitsLaneTest::TearDown();
   }
   static void Chown(const std::string& dir, uid_t uid) {
     if (::chown(dir.c_str(), uid, uid) != 0) return;
