@@ -467,6 +467,26 @@ def item7_identity(ctx):
              "+ move_mount: O(1) in the workspace's size")
 
 
+def item8_cpu_limit(ctx):
+    """A CPU spinner for 5 s with --cpus 0.5 beside the same spinner unlimited: CPU seconds
+    (user + system, from the run's cgroup) over wall seconds, one run each. A ratio, not a
+    timed test: with --cpus 0.5 it should read about 0.5, unlimited about 1 (one thread)."""
+    spin = ["sh", "-c", "end=$(( $(date +%s) + 5 )); while [ $(date +%s) -lt $end ]; do :; done"]
+    ratios = {}
+    for label, flags in (("--cpus 0.5", ["--cpus", "0.5"]), ("unlimited", [])):
+        t = time.time()
+        sh(ctx.cs("run", "-q", "--workspace", ctx.ws, *flags, "--", *spin), env=ctx.env)
+        wall = time.time() - t
+        runs = json.loads(sh(ctx.cs("runs", "--json", "--limit", "1"), env=ctx.env).stdout)
+        u = runs[0].get("usage") or {}
+        cpu = ((u.get("cpu_user_usec") or 0) + (u.get("cpu_system_usec") or 0)) / 1e6
+        ratios[label] = cpu / wall if wall > 0 else 0
+        ctx.raw[f"8_cpu_ratio_{'limited' if flags else 'unlimited'}"] = ratios[label]
+    row(ctx, "8", "CPU spinner 5 s, --cpus 0.5: cpu s / wall s", ratios["--cpus 0.5"],
+        "the same spinner unlimited", ratios["unlimited"], "ratio", n=1,
+        note="from the runs' cgroups (cpuacct.stat / cpu.stat); a ratio in one run, not a timing")
+
+
 def item1_srt(ctx):
     srt = ctx.args.srt
     if not os.path.exists(srt):
@@ -1133,7 +1153,8 @@ def main():
                  ("4", "log capture", lambda: item4_logs(ctx, cleanup)),
                  ("5", "concurrency", lambda: item5_concurrency(ctx, cleanup)),
                  ("3", "relay", lambda: item3_relay(ctx, cleanup)),
-                 ("7", "identity: idmapped workspace", lambda: item7_identity(ctx))]
+                 ("7", "identity: idmapped workspace", lambda: item7_identity(ctx)),
+                 ("8", "CPU limit", lambda: item8_cpu_limit(ctx))]
         for item, name, fn in steps:
             if want(item):
                 log(f"item {item}: {name}")

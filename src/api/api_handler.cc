@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/spec_check.h"
+#include "api/usage_metrics.h"
 #include "base/unique_fd.h"
 #include "plan/admission.h"
 #include "run/run_labels.h"
@@ -445,6 +446,7 @@ std::string ApiHandler::Metrics() {
   uint64_t refused_names = 0, dropped = 0, broker_to = 0, broker_from = 0, broker_conns = 0,
            broker_failed = 0;
   SetupHistogram setup;
+  UsageMetrics usage;
   bool store_ok = true;
   RunListOptions opts;
   opts.limit = 1000;
@@ -464,6 +466,7 @@ std::string ApiHandler::Metrics() {
       broker_conns += r.network_report.broker_connections;
       broker_failed += r.network_report.broker_failed;
       if (r.setup_ms && *r.setup_ms >= 0) setup.Observe(r.network, *r.setup_ms);
+      usage.Observe(r);
     }
     if (page->size() < opts.limit) break;
     opts.offset += opts.limit;
@@ -500,6 +503,7 @@ std::string ApiHandler::Metrics() {
   out += fmt::format("codespace_broker_connections_total{{result=\"ok\"}} {}\n",
                      broker_conns >= broker_failed ? broker_conns - broker_failed : 0);
   out += fmt::format("codespace_broker_connections_total{{result=\"failed\"}} {}\n", broker_failed);
+  usage.Render(out);
   setup.Render(out);
   return out;
 }

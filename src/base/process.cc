@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <linux/close_range.h>
@@ -43,7 +44,7 @@ int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid
 
 // What the child reports through the error pipe before it dies: which step failed and errno.
 struct ChildError {
-  int step;  // 0 exec, 1 unshare, 2 chdir, 3 dup2, 4 setsid, 5 id map, 6 loopback
+  int step;  // an index into kStepNames
   int err;
 };
 
@@ -54,7 +55,10 @@ constexpr const char* kStepNames[] = {"execve",       "unshare",     "chdir",
                                       "attach the idmapped workspace (unshare(CLONE_NEWNS), "
                                       "move_mount)",
                                       "become the run's uid (setgroups, setresgid, setresuid)",
-                                      "keyctl(KEYCTL_JOIN_SESSION_KEYRING)"};
+                                      "keyctl(KEYCTL_JOIN_SESSION_KEYRING)",
+                                      "join cgroup (write cgroup.procs)",
+                                      "write /proc/self/oom_score_adj",
+                                      "setrlimit(RLIMIT_NOFILE)"};
 
 [[noreturn]] void ChildFail(int fd, int step) {
   ChildError e{step, errno};
@@ -255,6 +259,7 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
     }
     program = *found;
   }
+  const std::string oom_adj = o.oom_score_adj ? std::to_string(*o.oom_score_adj) : "";
   char uid_map[64], gid_map[64];
   FormatIdMap(uid_map, sizeof(uid_map), ::getuid());
   FormatIdMap(gid_map, sizeof(gid_map), ::getgid());
@@ -267,6 +272,14 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
   if (pid < 0) return ErrnoError("fork", errno);
   if (pid == 0) {
     int efd = err_pipe.write.get();
+    // Into the run's cgroup before anything else: every later step, and every process it
+    // makes, is inside it ("0" is the writing process).
+    for (int fd : o.cgroup_procs_fds) {
+      if (::write(fd, "0", 1) != 1) ChildFail(efd, 13);
+    }
+    if (!oom_adj.empty() && !WriteSmallFile("/proc/self/oom_score_adj", oom_adj.c_str())) {
+      ChildFail(efd, 14);
+    }
     if (o.parent_death_signal) {
       ::prctl(PR_SET_PDEATHSIG, o.parent_death_signal);
       if (::getppid() != parent) ::_exit(127);  // died before the prctl: nobody will signal
@@ -404,6 +417,10 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
       __user_cap_data_struct data[2] = {};
       if (::syscall(SYS_capset, &hdr, data) != 0) ChildFail(efd, 9);
       if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(efd, 9);
+    }
+    if (o.nofile_limit) {
+      struct rlimit rl {o.nofile_limit, o.nofile_limit};
+      if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ChildFail(efd, 15);
     }
     ::execve(program.c_str(), argv.data(), envp.data());
     ChildFail(efd, 0);

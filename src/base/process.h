@@ -74,6 +74,16 @@ struct SpawnOptions {
   // keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL), after the uid change: the program gets a new,
   // empty session keyring of its own, not the caller's (a launching shell's keys).
   bool new_session_keyring = false;
+  // Limits (issue 15). Each descriptor is a cgroup.procs file opened for writing beforehand; the
+  // child writes "0" (itself) into every one first of all, before any other step (before any
+  // setuid, before exec): no instruction of the program runs outside its cgroup. A failed write
+  // makes Spawn fail, and the program never starts.
+  std::vector<int> cgroup_procs_fds;
+  // Written to /proc/self/oom_score_adj in the child (nullopt: inherited). A run's processes get
+  // 1000: the OOM killer takes them before the worker and its supervisors.
+  std::optional<int> oom_score_adj;
+  // RLIMIT_NOFILE (soft and hard) set in the child before exec; 0: inherited.
+  uint64_t nofile_limit = 0;
 };
 
 class ChildProcess {

@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "api/api_server.h"
@@ -72,6 +73,8 @@ struct SpecFlags {
   std::vector<std::string> command;
   std::string name;             // --name (run, submit)
   std::string idempotency_key;  // --idempotency-key (submit); made up when not given
+  // Limits (issue 15), as typed: parsed in SpecFromFlags.
+  std::string memory, pids, cpus, tmp_size, nofile;
 };
 
 void AddSpecFlags(CLI::App* app, SpecFlags* f, bool with_command) {
@@ -82,6 +85,12 @@ void AddSpecFlags(CLI::App* app, SpecFlags* f, bool with_command) {
                   "Allowlist entry (repeatable): host, *.suffix, IPv4/IPv6 address or CIDR, "
                   "optional :port ([v6]:port)")
       ->allow_extra_args(false);  // one value per --allow, so "--" still starts the command
+  // Limits (issue 15; docs/limits.md). Unset: the worker's default (CODESPACE_DEFAULT_*).
+  app->add_option("--memory", f->memory, "Memory limit, swap included: 512M, 2G");
+  app->add_option("--pids", f->pids, "At most this many processes (and threads) at once");
+  app->add_option("--cpus", f->cpus, "CPU bandwidth in cores: 0.5, 1.5");
+  app->add_option("--tmp-size", f->tmp_size, "Size of the run's /tmp and of its /var/tmp: 512M");
+  app->add_option("--nofile", f->nofile, "Open files per process (RLIMIT_NOFILE)");
   if (!with_command) return;
   app->add_option("--workspace", f->workspace,
                   "Directory bound read-write and used as the working directory (default: "
@@ -130,6 +139,19 @@ void AddSpecFlags(CLI::App* app, SpecFlags* f, bool with_command) {
 
 Result<RunSpec> SpecFromFlags(const SpecFlags& f) {
   RunSpec spec;
+  using Parse = Result<uint64_t> (*)(std::string_view);
+  for (auto [flag, text, field, parse] :
+       {std::tuple<const char*, const std::string*, uint64_t RunLimits::*, Parse>{
+            "--memory", &f.memory, &RunLimits::memory_bytes, ParseByteSize},
+        {"--pids", &f.pids, &RunLimits::pids, ParseCount},
+        {"--cpus", &f.cpus, &RunLimits::cpu_millis, ParseCpus},
+        {"--tmp-size", &f.tmp_size, &RunLimits::tmp_bytes, ParseByteSize},
+        {"--nofile", &f.nofile, &RunLimits::nofile, ParseCount}}) {
+    if (text->empty()) continue;
+    auto parsed = parse(*text);
+    if (!parsed.ok()) return parsed.status().WithContext(flag);
+    spec.limits.*field = *parsed;
+  }
   ASSIGN_OR_RETURN(SandboxEgressPolicy mode, ParseEgressPolicy(EffectiveEgress(f.egress, f.allow)));
   ASSIGN_OR_RETURN(spec.egress, MakeEgressPolicy(mode, f.allow));
   spec.env = f.env;

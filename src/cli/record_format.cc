@@ -91,6 +91,23 @@ std::string FormatRecord(const RunRecord& r) {
     line("dns no", list(n.dns_refused));
     line("dropped", fmt::format("{} packets", n.dropped_packets));
   }
+  // Limits and usage (issue 15).
+  line("limits", DescribeLimits(r.spec.limits));
+  if (!r.usage.empty()) {
+    const RunUsage& u = r.usage;
+    std::string used;
+    auto add = [&](std::string part) { used += (used.empty() ? "" : ", ") + part; };
+    if (u.peak_memory_bytes) add("peak memory " + FormatBytes(*u.peak_memory_bytes));
+    if (u.cpu_user_usec || u.cpu_system_usec) {
+      add(fmt::format("cpu {:.2f} s user + {:.2f} s system",
+                      static_cast<double>(u.cpu_user_usec.value_or(0)) / 1e6,
+                      static_cast<double>(u.cpu_system_usec.value_or(0)) / 1e6));
+    }
+    if (u.peak_pids) add(fmt::format("peak {} processes", *u.peak_pids));
+    if (u.oom_kills) add(fmt::format("{} OOM kill(s)", *u.oom_kills));
+    if (!u.limit_kill.empty()) add("ended by its " + u.limit_kill + " limit");
+    line("usage", used.empty() ? "-" : used);
+  }
   for (const auto& [name, d] : {std::pair<const char*, const LogDigest&>{"stdout", r.stdout_log},
                                 std::pair<const char*, const LogDigest&>{"stderr", r.stderr_log}}) {
     if (d.sealed) line(name, fmt::format("{} bytes, sha256 {}", d.bytes, d.sha256));

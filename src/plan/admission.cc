@@ -55,6 +55,10 @@ Admission Admit(const HostFacts& facts, const RunSpec& spec, std::string_view ru
     a.admitted = false;
     return a;
   }
+  // Limits last: a run that cannot be launched at all says why first.
+  LimitsDecision limits = DecideLimits(facts.limits, a.decision.confined, spec.limits);
+  if (!limits.admitted) return refuse(limits.reason);
+  a.limits = limits.limits;
   a.admitted = true;
   if (a.decision.plan == Plan::kFiltered) a.namespace_name = NamespaceNameForRun(run_id);
   return a;

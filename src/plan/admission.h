@@ -20,12 +20,16 @@ struct Admission {
   PlanDecision decision;
   std::string namespace_name;  // predicted for a Filtered plan; empty otherwise
   std::string reason;          // why refused, or why severed; empty otherwise
+  // The limits the run gets: its own, else the worker's defaults (limits_policy.h DecideLimits).
+  // The record's spec holds these.
+  RunLimits limits;
 
   friend bool operator==(const Admission&, const Admission&) = default;
 };
 
 // admit(run) → {admitted, plan, namespace, reason}. Refuses a spec that is not runnable (empty
-// argv, relative workspace) and a plan the host cannot enforce.
+// argv, relative workspace), a plan the host cannot enforce, and limits it cannot enforce or
+// above the worker's maxima.
 Admission Admit(const HostFacts& facts, const RunSpec& spec, std::string_view run_id);
 
 }  // namespace codespace

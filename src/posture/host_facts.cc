@@ -54,6 +54,7 @@ std::string PostureLine(const HostFacts& f) {
   line += fmt::format(" identity={}", f.identity);
   if (!f.run_uids.empty()) line += fmt::format(" runUids={}", f.run_uids);
   if (!f.identity_error.empty()) line += fmt::format(" identityError={}", Quoted(f.identity_error));
+  line += " " + LimitsPosture(f.limits);
   return line;
 }
 

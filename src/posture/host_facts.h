@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "limits/limits_policy.h"
+
 namespace codespace {
 
 // The three parts of CanFilter, each with the words an operator can act on when it fails.
@@ -41,6 +43,7 @@ struct HostFacts {
   std::string identity = "worker-uid";
   std::string run_uids;        // per-run: the range, "FIRST-LAST"
   std::string identity_error;  // per-run: why the range cannot be used; the worker refuses
+  LimitsFacts limits;  // limits=v2|v1|none: the cgroup hierarchy runs are limited by, and settings
 
   bool tools() const { return filter.tools; }
   bool can_filter() const { return verdict.can_filter; }

@@ -80,10 +80,11 @@ TEST(HostFiltersAllowlistTest, PostureTable) {
 
 TEST(PostureLineTest, ConfiningHostThatCannotFilter) {
   HostFacts f = Facts(true, true, false);
+  f.limits.hierarchy = CgroupHierarchy::kV1;
   EXPECT_EQ(PostureLine(f),
             "posture uid=1654 confines=yes bwrap=/usr/bin/bwrap tools=yes canFilter=no "
             "filterUnavailable=\"cannot create a network namespace: Operation not permitted\" "
-            "allowlist=severed view=default identity=worker-uid");
+            "allowlist=severed view=default identity=worker-uid limits=v1");
 }
 
 TEST(PostureLineTest, ConfiningHostThatFilters) {
@@ -91,9 +92,11 @@ TEST(PostureLineTest, ConfiningHostThatFilters) {
   f.uid = 0;
   f.identity = "per-run";
   f.run_uids = "600000-665535";
+  f.limits.unavailable_reason = "the cgroup root /x does not exist";
   EXPECT_EQ(PostureLine(f),
             "posture uid=0 confines=yes bwrap=/usr/bin/bwrap tools=yes canFilter=yes "
-            "allowlist=filtered view=default identity=per-run runUids=600000-665535");
+            "allowlist=filtered view=default identity=per-run runUids=600000-665535 limits=none "
+            "limitsUnavailable=\"the cgroup root /x does not exist\"");
 }
 
 TEST(PostureLineTest, UnconfinedSaysWhyAndWhatHappensToAllowlists) {

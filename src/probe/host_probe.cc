@@ -11,6 +11,7 @@
 #include "base/file_util.h"
 #include "base/process.h"
 #include "identity/uid_range.h"
+#include "limits/run_cgroup.h"
 #include "net/netns.h"
 #include "sandbox/bwrap_args.h"
 
@@ -21,6 +22,12 @@ ProbeOptions ProbeOptionsFromEnvironment() {
   o.bwrap_override = GetEnv("CODESPACE_BWRAP_PATH");
   o.path_env = GetEnv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
   o.require_confinement = GetEnv("CODESPACE_REQUIRE_CONFINEMENT") == "1";
+  auto limits = LimitSettingsFromEnvironment();
+  if (limits.ok()) {
+    o.limit_settings = *limits;
+  } else {
+    o.limit_settings_error = limits.status().message();
+  }
   return o;
 }
 
@@ -139,6 +146,16 @@ FilterParts FilterProbe(const std::string& path_env, const std::string& forwardi
   return p;
 }
 
+LimitsFacts ProbeLimits(const ProbeOptions& options) {
+  LimitsFacts l;
+  l.settings = options.limit_settings;
+  l.settings_error = options.limit_settings_error;
+  CgroupLayout layout = DetectCgroupLayout(options.limit_settings.cgroup_root);
+  l.hierarchy = layout.hierarchy;
+  l.unavailable_reason = layout.reason;
+  return l;
+}
+
 HostFacts ProbeHost(const ProbeOptions& options) {
   HostFacts f;
   f.uid = ::getuid();
@@ -150,6 +167,7 @@ HostFacts ProbeHost(const ProbeOptions& options) {
   f.verdict = DecideFilter(f.filter);
   f.require_confinement = options.require_confinement;
   ProbeIdentity(&f);
+  f.limits = ProbeLimits(options);
   return f;
 }
 

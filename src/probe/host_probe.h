@@ -14,6 +14,10 @@ struct ProbeOptions {
   std::string path_env;        // PATH, searched for bwrap, ip and nft
   std::string forwarding_path = "/proc/sys/net/ipv4/ip_forward";
   bool require_confinement = false;  // CODESPACE_REQUIRE_CONFINEMENT=1
+  // Limits: defaults, maxima, CODESPACE_REQUIRE_LIMITS, the cgroup root (limits_policy.h);
+  // `limit_settings_error` when they did not parse.
+  LimitSettings limit_settings;
+  std::string limit_settings_error;
 };
 
 // The options as this process's environment sets them.
@@ -41,6 +45,10 @@ bool ProbeForwarding(const std::string& path, std::string* error);
 // FilterProbe(forwarding_path): the three parts of CanFilter, with the forwarding file passed in
 // so that tests pin the whole probe on real files.
 FilterParts FilterProbe(const std::string& path_env, const std::string& forwarding_path);
+
+// limits: the cgroup hierarchy under the configured root that this process can make run cgroups
+// in (limits/run_cgroup.h DetectCgroupLayout), and the settings. Creates nothing.
+LimitsFacts ProbeLimits(const ProbeOptions& options);
 
 // All of it: HostFacts with the verdict computed.
 HostFacts ProbeHost(const ProbeOptions& options);

@@ -227,6 +227,7 @@ HostFacts ProbeHostRemembering(const ProbeOptions& options, const std::string& c
   f.verdict = DecideFilter(f.filter);
   f.require_confinement = options.require_confinement;
   ProbeIdentity(&f);
+  f.limits = ProbeLimits(options);  // cheap (a few stat calls): read afresh every time
   return f;
 }
 

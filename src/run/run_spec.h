@@ -8,6 +8,7 @@
 
 #include "policy/egress_policy.h"
 #include "run/fs_view.h"
+#include "run/run_limits.h"
 
 namespace codespace {
 
@@ -28,6 +29,7 @@ struct RunSpec {
   std::chrono::seconds timeout{0};     // wall clock; 0 = none
   BrokerSpec broker;
   FsView fs;  // what of the host the run sees (run/fs_view.h)
+  RunLimits limits;                    // memory, processes, CPU, /tmp size, open files
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };

@@ -1,5 +1,6 @@
 #include "sandbox/bwrap_args.h"
 
+#include <string>
 #include <string_view>
 
 #include "sandbox/inside_user.h"
@@ -79,7 +80,7 @@ bool Shows(const BwrapLayout& l, const std::string& dir) {
 std::vector<std::string> BuildBwrapArgv(const BwrapLayout& l) {
   std::vector<std::string> a = {l.bwrap_path,  "--unshare-user",  "--disable-userns",
                                 "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                                "--unshare-cgroup-try"};
+                                l.in_cgroup ? "--unshare-cgroup" : "--unshare-cgroup-try"};
   if (!l.share_network) a.push_back("--unshare-net");
   for (const char* f : {"--die-with-parent", "--new-session"}) a.push_back(f);
   for (const std::string& f : {std::string("--uid"), std::to_string(kInsideUid),
@@ -94,6 +95,17 @@ std::vector<std::string> BuildBwrapArgv(const BwrapLayout& l) {
   for (const ViewMount& m : l.view.proc) Emit(m, &a);
   for (const char* f : {"--tmpfs", "/tmp", "--tmpfs", "/var/tmp"}) a.push_back(f);
   for (const ViewMount& m : l.view.extra) Emit(m, &a);
+  // Limits: sized tmpfs over the unsized ones (before any bind that may lie under /tmp), and the
+  // cgroup file systems masked where the view shows them (the host view; the default has no /sys).
+  if (l.tmp_bytes) {
+    for (const char* dir : {"/tmp", "/var/tmp"}) {
+      for (const std::string& f : {std::string("--size"), std::to_string(l.tmp_bytes),
+                                   std::string("--tmpfs"), std::string(dir)}) {
+        a.push_back(f);
+      }
+    }
+  }
+  if (l.in_cgroup && Shows(l, "/sys/fs/cgroup")) Hide("/sys/fs/cgroup", &a);
   for (const auto& [from, to] : l.ro_files) {
     for (const std::string& f : {std::string("--ro-bind"), from, to}) a.push_back(f);
   }

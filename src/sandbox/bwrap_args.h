@@ -37,6 +37,13 @@ struct BwrapLayout {
   // which the sandbox does not see. Empty: the command runs directly.
   std::string init_path;
   std::vector<std::string> command;
+  // Limits (issue 15). tmp_bytes: /tmp and /var/tmp each a tmpfs of at most this size (bubblewrap
+  // --size; 0: the kernel's default, half of RAM). in_cgroup: the run is held by a cgroup of its
+  // own, so its cgroup namespace is required (--unshare-cgroup: a kernel without it fails the
+  // run instead of showing it the host's hierarchy) and the cgroup file systems are masked
+  // (an empty read-only tmpfs over /sys/fs/cgroup): nothing inside can see or write any cgroup.
+  uint64_t tmp_bytes = 0;
+  bool in_cgroup = false;
 };
 
 // bwrap --unshare-user --disable-userns --unshare-pid --unshare-ipc --unshare-uts

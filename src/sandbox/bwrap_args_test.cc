@@ -244,3 +244,39 @@ TEST(SandboxEnvironmentTest, AddsPathOnlyWhenMissing) {
 
 }  // namespace
 }  // namespace codespace
+
+namespace codespace {
+namespace {
+
+// Limits (issue 15): sized tmpfs for /tmp and /var/tmp before any bind, the cgroup namespace
+// required and the cgroup file systems masked once the run has a cgroup.
+TEST(BwrapArgsTest, LimitsSizeTheTmpfsAndRequireTheCgroupNamespace) {
+  BwrapLayout l;
+  l.bwrap_path = "/usr/bin/bwrap";
+  l.workspace = "/tmp/ws";
+  l.command = {"true"};
+  std::vector<std::string> plain = BuildBwrapArgv(l);
+  EXPECT_NE(std::find(plain.begin(), plain.end(), "--unshare-cgroup-try"), plain.end());
+  EXPECT_EQ(std::find(plain.begin(), plain.end(), "--size"), plain.end());
+  l.tmp_bytes = 8 << 20;
+  l.in_cgroup = true;
+  std::vector<std::string> a = BuildBwrapArgv(l);
+  EXPECT_NE(std::find(a.begin(), a.end(), "--unshare-cgroup"), a.end());
+  EXPECT_EQ(std::find(a.begin(), a.end(), "--unshare-cgroup-try"), a.end());
+  auto at = [&](const std::vector<std::string>& seq) {
+    return std::search(a.begin(), a.end(), seq.begin(), seq.end()) - a.begin();
+  };
+  auto tmp = at({"--size", "8388608", "--tmpfs", "/tmp"});
+  auto var_tmp = at({"--size", "8388608", "--tmpfs", "/var/tmp"});
+  auto bind = at({"--bind", "/tmp/ws", "/tmp/ws"});
+  auto mask = at({"--tmpfs", "/sys/fs/cgroup", "--remount-ro", "/sys/fs/cgroup"});
+  const auto end = static_cast<long>(a.size());
+  EXPECT_LT(tmp, end);
+  EXPECT_LT(var_tmp, end);
+  EXPECT_LT(mask, end);
+  EXPECT_LT(tmp, bind);  // the workspace under /tmp is still bound over the sized tmpfs
+  EXPECT_LT(var_tmp, bind);
+}
+
+}  // namespace
+}  // namespace codespace

@@ -178,6 +178,11 @@ class Launch {
     if (tty)
       o.fds = {
           {r_.stdin_fd, 0}, {r_.stdin_fd, 1}, {r_.stdin_fd, 2}, {status->write.get(), kStatusFd}};
+    // Limits: the cgroup joined before exec; every process of the run is the OOM killer's first
+    // choice, before the worker and its supervisors; open files capped before exec.
+    o.cgroup_procs_fds = r_.cgroup_procs_fds;
+    o.oom_score_adj = 1000;
+    o.nofile_limit = r_.spec.limits.nofile;
     if (net_) o.netns_fd = net_->netns_fd();
     // The synthetic /etc/passwd and /etc/group: bubblewrap reads them from these fds (kept
     // until Spawn has handed them over) — no file a run's uid would need to reach on the host.
@@ -206,6 +211,8 @@ class Launch {
       l.env = SandboxEnvironment(r_.spec.env, l.view.home);
       l.init_path = r_.init_path;
       l.command = command;
+      l.tmp_bytes = r_.spec.limits.tmp_bytes;
+      l.in_cgroup = !r_.cgroup_procs_fds.empty() && ::access("/sys/fs/cgroup", F_OK) == 0;
       o.argv = BuildBwrapArgv(l);
       // bubblewrap needs no environment (the run's is in --setenv). This one names the run, for
       // KillStrayBubblewraps: the command never sees it (--clearenv), bubblewrap's child holds it
@@ -625,6 +632,17 @@ RunOutcome LaunchAndWait(const LaunchRequest& r) {
   if (r.init_path.empty()) return RunOutcome::Aborted("sandbox setup failed: codespace-init not found");
   if (r.decision.confined && r.bwrap_path.empty()) {
     return RunOutcome::Aborted("sandbox setup failed: bubblewrap not found");
+  }
+  // Fail closed on limits: never launched with fewer than it asked for.
+  if (r.spec.limits.needs_cgroup() && r.cgroup_procs_fds.empty()) {
+    return RunOutcome::Aborted(
+        fmt::format("limits setup failed: the run asks for {} but has no cgroup",
+                    DescribeLimits(r.spec.limits)));
+  }
+  if (r.spec.limits.tmp_bytes && !r.decision.confined) {
+    return RunOutcome::Aborted(
+        "limits setup failed: --tmp-size needs a private /tmp, which an unconfined run does not "
+        "have");
   }
   // Descendants that outlive their parents are reparented here, so that an unconfined run's
   // whole tree can be found and killed (a confined one dies with its pid namespace).

@@ -92,6 +92,11 @@ struct LaunchRequest {
   // that the caller can record how the run ended first and tear the network down after
   // (Teardown, or the destructor). Kernel teardown of a veth and a table takes tens of ms.
   std::unique_ptr<FilteredEgressNetns>* keep_network = nullptr;
+  // Limits (issue 15): the cgroup.procs descriptors of the run's cgroup (limits/run_cgroup.h,
+  // made by the supervisor). The spawned bubblewrap (or, unconfined, codespace-init) writes
+  // itself into them between fork and exec. Empty: the run has no cgroup; a run whose spec asks
+  // for a memory, process or CPU limit is then aborted, never run without it.
+  std::vector<int> cgroup_procs_fds;
 };
 
 // Runs to completion (or timeout, or cancel) and returns how the run ended. Never launches a run

@@ -38,6 +38,10 @@ Status TypeError(std::string_view path, std::string_view expected, const Json& v
 }
 
 // An object whose keys are all in `known`.
+Json OptionalUintToValue(const std::optional<uint64_t>& n) {
+  return n.has_value() ? Json(*n) : Json(nullptr);
+}
+
 Status CheckObject(const Json& value, std::string_view path,
                    std::initializer_list<std::string_view> known) {
   if (!value.is_object()) return TypeError(path, "an object", value);
@@ -179,6 +183,88 @@ Result<FsView> FsViewFromValue(const Json& value, std::string_view path) {
   return view;
 }
 
+// Limits (issue 15): sizes in bytes and cpus as a number of cores on output; on input a size may
+// also be a string as the CLI takes it ("2G"), and cpus a string ("1.5").
+Json LimitsToValue(const RunLimits& l) {
+  Json value = Json::object();
+  if (l.memory_bytes) value["memory"] = l.memory_bytes;
+  if (l.pids) value["pids"] = l.pids;
+  if (l.cpu_millis) value["cpus"] = static_cast<double>(l.cpu_millis) / 1000.0;
+  if (l.tmp_bytes) value["tmp_size"] = l.tmp_bytes;
+  if (l.nofile) value["nofile"] = l.nofile;
+  return value;
+}
+
+Result<uint64_t> ReadLimit(const Json& v, std::string_view path,
+                           Result<uint64_t> (*parse)(std::string_view), bool allow_fraction) {
+  std::string text;
+  if (v.is_string()) {
+    text = v.get<std::string>();
+  } else if (v.is_number_unsigned()) {
+    text = std::to_string(v.get<uint64_t>());
+  } else if (allow_fraction && v.is_number_float()) {
+    text = fmt::format("{}", v.get<double>());
+  } else {
+    return TypeError(path, allow_fraction ? "a number or a string" : "an integer or a string", v);
+  }
+  Result<uint64_t> parsed = parse(text);
+  if (!parsed.ok()) return FieldError(path, parsed.status().message());
+  return *parsed;
+}
+
+Result<RunLimits> LimitsFromValue(const Json& value, std::string_view path) {
+  RETURN_IF_ERROR(CheckObject(value, path, {"memory", "pids", "cpus", "tmp_size", "nofile"}));
+  RunLimits l;
+  struct Field {
+    const char* key;
+    uint64_t RunLimits::*field;
+    Result<uint64_t> (*parse)(std::string_view);
+    bool fraction;
+  };
+  for (const Field& f : {Field{"memory", &RunLimits::memory_bytes, ParseByteSize, false},
+                         Field{"pids", &RunLimits::pids, ParseCount, false},
+                         Field{"cpus", &RunLimits::cpu_millis, ParseCpus, true},
+                         Field{"tmp_size", &RunLimits::tmp_bytes, ParseByteSize, false},
+                         Field{"nofile", &RunLimits::nofile, ParseCount, false}}) {
+    if (const Json* v = FindField(value, f.key)) {
+      ASSIGN_OR_RETURN(l.*f.field, ReadLimit(*v, Child(path, f.key), f.parse, f.fraction));
+    }
+  }
+  return l;
+}
+
+Json UsageToValue(const RunUsage& u) {
+  Json value = Json::object();
+  value["peak_memory_bytes"] = OptionalUintToValue(u.peak_memory_bytes);
+  value["cpu_user_usec"] = OptionalUintToValue(u.cpu_user_usec);
+  value["cpu_system_usec"] = OptionalUintToValue(u.cpu_system_usec);
+  value["peak_pids"] = OptionalUintToValue(u.peak_pids);
+  value["oom_kills"] = OptionalUintToValue(u.oom_kills);
+  value["limit_kill"] = u.limit_kill;
+  return value;
+}
+
+Result<RunUsage> UsageFromValue(const Json& value, std::string_view path) {
+  RETURN_IF_ERROR(CheckObject(value, path,
+                              {"peak_memory_bytes", "cpu_user_usec", "cpu_system_usec", "peak_pids",
+                               "oom_kills", "limit_kill"}));
+  RunUsage u;
+  for (auto [key, field] : {std::pair{"peak_memory_bytes", &RunUsage::peak_memory_bytes},
+                            std::pair{"cpu_user_usec", &RunUsage::cpu_user_usec},
+                            std::pair{"cpu_system_usec", &RunUsage::cpu_system_usec},
+                            std::pair{"peak_pids", &RunUsage::peak_pids},
+                            std::pair{"oom_kills", &RunUsage::oom_kills}}) {
+    const Json* v = FindField(value, key);
+    if (!v || v->is_null()) continue;
+    if (!v->is_number_unsigned()) return TypeError(Child(path, key), "a non-negative integer", *v);
+    u.*field = v->get<uint64_t>();
+  }
+  if (const Json* v = FindField(value, "limit_kill")) {
+    ASSIGN_OR_RETURN(u.limit_kill, ReadString(*v, Child(path, "limit_kill")));
+  }
+  return u;
+}
+
 Json SpecToValue(const RunSpec& spec) {
   Json value = Json::object();
   value["argv"] = spec.argv;
@@ -193,6 +279,7 @@ Json SpecToValue(const RunSpec& spec) {
     value["broker"] = b;
   }
   value["fs"] = FsViewToValue(spec.fs);
+  if (!spec.limits.empty()) value["limits"] = LimitsToValue(spec.limits);
   return value;
 }
 
@@ -274,6 +361,7 @@ Json RecordToValue(const RunRecord& record) {
   value["logs"] = LogsToValue(record.stdout_log, record.stderr_log);
   value["name"] = record.name;
   value["idempotency_key"] = record.idempotency_key;
+  if (!record.usage.empty()) value["usage"] = UsageToValue(record.usage);
   return value;
 }
 
@@ -296,8 +384,9 @@ Result<EgressPolicy> EgressFromValue(const Json& value, std::string_view path) {
 }
 
 Result<RunSpec> SpecFromValue(const Json& value, std::string_view path) {
-  RETURN_IF_ERROR(CheckObject(
-      value, path, {"argv", "env", "workspace", "egress", "timeout_seconds", "broker", "fs"}));
+  RETURN_IF_ERROR(CheckObject(value, path,
+                              {"argv", "env", "workspace", "egress", "timeout_seconds", "broker",
+                               "fs", "limits"}));
   RunSpec spec;
   ASSIGN_OR_RETURN(const Json* argv, RequiredField(value, path, "argv"));
   ASSIGN_OR_RETURN(spec.argv, ReadStringArray(*argv, Child(path, "argv")));
@@ -323,6 +412,9 @@ Result<RunSpec> SpecFromValue(const Json& value, std::string_view path) {
   }
   if (const Json* fs = FindField(value, "fs")) {
     ASSIGN_OR_RETURN(spec.fs, FsViewFromValue(*fs, Child(path, "fs")));
+  }
+  if (const Json* limits = FindField(value, "limits")) {
+    ASSIGN_OR_RETURN(spec.limits, LimitsFromValue(*limits, Child(path, "limits")));
   }
   return spec;
 }
@@ -358,7 +450,7 @@ Result<RunRecord> RecordFromValue(const Json& value) {
                               {"id", "spec", "plan", "network", "namespace", "state", "exit_code",
                                "signal", "reason", "created_ms", "started_ms", "ended_ms",
                                "setup_ms", "host_uid", "host_gid", "network_report", "logs",
-                               "name", "idempotency_key"}));
+                               "name", "idempotency_key", "usage"}));
   RunRecord record;
   ASSIGN_OR_RETURN(record.id, RequiredString(value, "", "id"));
   ASSIGN_OR_RETURN(const Json* spec, RequiredField(value, "", "spec"));
@@ -406,6 +498,9 @@ Result<RunRecord> RecordFromValue(const Json& value) {
   }
   if (FindField(value, "idempotency_key")) {
     ASSIGN_OR_RETURN(record.idempotency_key, RequiredString(value, "", "idempotency_key"));
+  }
+  if (const Json* usage = FindField(value, "usage")) {
+    ASSIGN_OR_RETURN(record.usage, UsageFromValue(*usage, "usage"));
   }
   return record;
 }
@@ -477,6 +572,19 @@ std::string LogsToJson(const LogDigest& stdout_log, const LogDigest& stderr_log)
 Result<std::pair<LogDigest, LogDigest>> LogsFromJson(std::string_view json) {
   return ParseWith<std::pair<LogDigest, LogDigest>>(
       json, "logs JSON", [](const Json& v) { return LogsFromValue(v, ""); });
+}
+
+}  // namespace codespace
+
+namespace codespace {
+
+std::string RunUsageToJson(const RunUsage& usage) {
+  return UsageToValue(usage).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+Result<RunUsage> RunUsageFromJson(std::string_view json) {
+  return ParseWith<RunUsage>(json, "usage JSON",
+                             [](const Json& v) { return UsageFromValue(v, ""); });
 }
 
 }  // namespace codespace

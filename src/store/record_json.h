@@ -53,7 +53,12 @@ std::string NetworkReportToJson(const NetworkReport& report);
 std::string LogsToJson(const LogDigest& stdout_log, const LogDigest& stderr_log);
 [[nodiscard]] Result<std::pair<LogDigest, LogDigest>> LogsFromJson(std::string_view json);
 
+// What a run used (stored beside the record, and in status.json): every field, unset ones null.
+std::string RunUsageToJson(const RunUsage& usage);
+[[nodiscard]] Result<RunUsage> RunUsageFromJson(std::string_view json);
+
 // `pretty`: indented by two spaces, for people; otherwise one line.
+
 std::string RunRecordToJson(const RunRecord& record, bool pretty = false);
 [[nodiscard]] Result<RunRecord> RunRecordFromJson(std::string_view json);
 

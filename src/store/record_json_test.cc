@@ -296,3 +296,44 @@ TEST(RunRecordJsonTest, MalformedRecordsAreErrors) {
 
 }  // namespace
 }  // namespace codespace
+
+namespace codespace {
+namespace {
+
+TEST(RunSpecJsonTest, LimitsRoundTripAndTakeTheCliSpelling) {
+  RunSpec spec;
+  spec.argv = {"true"};
+  spec.workspace = "/w";
+  spec.limits = {512ull << 20, 64, 1500, 8ull << 20, 1024};
+  auto back = RunSpecFromJson(RunSpecToJson(spec));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->limits, spec.limits);
+  auto typed = RunSpecFromJson(
+      R"({"argv":["true"],"workspace":"/w","egress":{"mode":"none"},)"
+      R"("limits":{"memory":"512M","cpus":"1.5","pids":64,"tmp_size":"8M","nofile":1024}})");
+  ASSERT_TRUE(typed.ok()) << typed.status().message();
+  EXPECT_EQ(typed->limits, spec.limits);
+  auto bad = RunSpecFromJson(
+      R"({"argv":["true"],"workspace":"/w","egress":{"mode":"none"},"limits":{"memory":"lots"}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("\"limits.memory\""), std::string::npos)
+      << bad.status().message();
+  EXPECT_FALSE(RunSpecFromJson(R"({"argv":["true"],"workspace":"/w","egress":{"mode":"none"},)"
+                               R"("limits":{"memroy":1}})")
+                   .ok());
+}
+
+TEST(RunRecordJsonTest, UsageRoundTrips) {
+  RunUsage u;
+  u.peak_memory_bytes = 1 << 20;
+  u.cpu_user_usec = 5;
+  u.oom_kills = 1;
+  u.limit_kill = "memory";
+  auto back = RunUsageFromJson(RunUsageToJson(u));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, u);
+  EXPECT_TRUE(RunUsageFromJson("{}")->empty());
+}
+
+}  // namespace
+}  // namespace codespace

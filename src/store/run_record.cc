@@ -82,6 +82,7 @@ void ApplyOutcome(const RunOutcome& o, RunRecord* r) {
     case RunOutcome::Kind::kSignaled:
       r->state = RunState::kExited;
       r->signal = o.signal;
+      if (!o.reason.empty()) r->reason = o.reason;  // e.g. killed by its memory limit
       break;
     case RunOutcome::Kind::kNotFound:
     case RunOutcome::Kind::kCannotInvoke:

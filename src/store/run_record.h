@@ -53,6 +53,9 @@ struct RunRecord {
   // The key its submitter sent (`Idempotency-Key`; empty: none): one run per key, ever, in a
   // store (a UNIQUE index), so a retried submit whose answer was lost never runs it twice.
   std::string idempotency_key;
+  // What the run used (its cgroup's peak memory, CPU seconds, peak processes, OOM kills) and
+  // the limit that ended it, if one did. Empty when it had no cgroup.
+  RunUsage usage;
 
   friend bool operator==(const RunRecord&, const RunRecord&) = default;
 };

@@ -83,6 +83,11 @@ ALTER TABLE runs ADD COLUMN idempotency_key TEXT;
 CREATE UNIQUE INDEX runs_by_idempotency_key ON runs (idempotency_key);
 CREATE INDEX runs_by_name ON runs (name, created_ms);
 )sql"},
+    // What a run used (issue 15): {"peak_memory_bytes", "cpu_user_usec", "cpu_system_usec",
+    // "peak_pids", "oom_kills", "limit_kill"}; '{}' for runs without a cgroup and older runs.
+    {8, R"sql(
+ALTER TABLE runs ADD COLUMN usage_json TEXT NOT NULL DEFAULT '{}';
+)sql"},
 };
 
 constexpr bool MigrationsAreInOrder() {
@@ -96,30 +101,31 @@ static_assert(MigrationsAreInOrder(), "kMigrations must be numbered 1, 2, 3, ...
 
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 
-// Column order shared by INSERT, UPDATE (?1..?19) and SELECT (columns 0..18).
+// Column order shared by INSERT, UPDATE (?1..?20) and SELECT (columns 0..19).
 constexpr char kColumns[] =
     "id, spec_json, plan, network, namespace, state, exit_code, signal, reason, created_ms, "
     "started_ms, ended_ms, network_report_json, logs_json, setup_ms, host_uid, host_gid, name, "
-    "idempotency_key";
+    "idempotency_key, usage_json";
 
 constexpr char kInsertSql[] =
     "INSERT INTO runs (id, spec_json, plan, network, namespace, state, exit_code, signal, reason, "
     "created_ms, started_ms, ended_ms, network_report_json, logs_json, setup_ms, host_uid, "
-    "host_gid, name, idempotency_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-    "?13, ?14, ?15, ?16, ?17, ?18, ?19)";
+    "host_gid, name, idempotency_key, usage_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+    "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
 
-// Compare-and-set: only a row still in the expected state (?20) is replaced.
+// Compare-and-set: only a row still in the expected state (?21) is replaced.
 constexpr char kUpdateSql[] =
     "UPDATE runs SET spec_json = ?2, plan = ?3, network = ?4, namespace = ?5, state = ?6, "
     "exit_code = ?7, signal = ?8, reason = ?9, created_ms = ?10, started_ms = ?11, "
     "ended_ms = ?12, network_report_json = ?13, logs_json = ?14, setup_ms = ?15, host_uid = ?16, "
-    "host_gid = ?17, name = ?18, idempotency_key = ?19 WHERE id = ?1 AND state = ?20";
+    "host_gid = ?17, name = ?18, idempotency_key = ?19, usage_json = ?20 WHERE id = ?1 AND "
+    "state = ?21";
 
 Status BindOptionalInt(sqlite::Statement& stmt, int index, const std::optional<int>& value) {
   return value.has_value() ? stmt.BindInt64(index, *value) : stmt.BindNull(index);
 }
 
-// Binds ?1..?19 in kColumns order (?20 is Update's expected state).
+// Binds ?1..?20 in kColumns order (?21 is Update's expected state).
 Status BindRecord(sqlite::Statement& stmt, const RunRecord& record) {
   RETURN_IF_ERROR(stmt.BindText(1, record.id));
   RETURN_IF_ERROR(stmt.BindText(2, RunSpecToJson(record.spec)));
@@ -141,6 +147,7 @@ Status BindRecord(sqlite::Statement& stmt, const RunRecord& record) {
   RETURN_IF_ERROR(stmt.BindText(18, record.name));
   RETURN_IF_ERROR(record.idempotency_key.empty() ? stmt.BindNull(19)
                                                  : stmt.BindText(19, record.idempotency_key));
+  RETURN_IF_ERROR(stmt.BindText(20, record.usage.empty() ? "{}" : RunUsageToJson(record.usage)));
   return OkStatus();
 }
 
@@ -193,6 +200,8 @@ Result<RunRecord> RecordFromRow(const sqlite::Statement& row) {
   if (!row.ColumnIsNull(16)) record.host_gid = row.ColumnInt64(16);
   record.name = row.ColumnText(17);
   if (!row.ColumnIsNull(18)) record.idempotency_key = row.ColumnText(18);
+  ASSIGN_OR_RETURN(record.usage,
+                   StoredValue(RunUsageFromJson(row.ColumnText(19)), id, "usage_json"));
   return record;
 }
 
@@ -419,7 +428,7 @@ Status SqliteRunStore::Update(const RunRecord& updated, RunState expected) {
   {
     ASSIGN_OR_RETURN(sqlite::Statement stmt, sqlite::Statement::Prepare(db_.get(), kUpdateSql));
     RETURN_IF_ERROR(BindRecord(stmt, updated));
-    RETURN_IF_ERROR(stmt.BindText(20, RunStateName(expected)));
+    RETURN_IF_ERROR(stmt.BindText(21, RunStateName(expected)));
     RETURN_IF_ERROR(stmt.Step());
   }
   if (sqlite3_changes(db_.get()) == 0) {

@@ -13,6 +13,7 @@ RunRecord EndedRecord(const RunRecord& running, const RunStatus& status) {
   r.setup_ms = status.setup_ms;
   if (status.host_uid) r.host_uid = *status.host_uid;
   if (status.host_gid) r.host_gid = *status.host_gid;
+  r.usage = status.usage;
   if (!status.outcome.output_error.empty()) {
     r.reason = r.reason.empty() ? status.outcome.output_error
                                 : r.reason + "; " + status.outcome.output_error;

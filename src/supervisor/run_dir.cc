@@ -129,6 +129,7 @@ Status WriteRunStatus(const RunDir& dir, const RunStatus& st) {
   if (st.host_uid) j["host_uid"] = *st.host_uid;
   if (st.host_gid) j["host_gid"] = *st.host_gid;
   j["ended_ms"] = st.ended_ms;
+  if (!st.usage.empty()) j["usage"] = Json::parse(RunUsageToJson(st.usage), nullptr, false);
   return WriteFileAtomically(dir.status_path(),
                              j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n", 0644);
 }
@@ -156,6 +157,9 @@ Result<RunStatus> ReadRunStatus(const RunDir& dir) {
     if (j.contains("host_uid")) st.host_uid = j.at("host_uid").get<uint32_t>();
     if (j.contains("host_gid")) st.host_gid = j.at("host_gid").get<uint32_t>();
     st.ended_ms = j.at("ended_ms").get<int64_t>();
+    if (j.contains("usage")) {
+      ASSIGN_OR_RETURN(st.usage, RunUsageFromJson(j.at("usage").dump()));
+    }
   } catch (const std::exception& e) {
     return InternalError(fmt::format("{}: {}", dir.status_path(), e.what()));
   }

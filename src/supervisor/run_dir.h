@@ -22,6 +22,7 @@
 #include "base/unique_fd.h"
 #include "run/log_digest.h"
 #include "run/network_report.h"
+#include "run/run_limits.h"
 #include "run/run_outcome.h"
 
 namespace codespace {
@@ -69,6 +70,9 @@ struct RunStatus {
   // A root worker's run: the uid and gid it was leased (identity/). Unset: the worker's own.
   std::optional<uint32_t> host_uid, host_gid;
   int64_t ended_ms = 0;
+  // What the run used, read from its cgroup after the run and before the cgroup is removed
+  // (limits/run_cgroup.h); empty without one. "usage" in status.json, absent when empty.
+  RunUsage usage;
 };
 // Written atomically (write, fsync, rename, fsync the directory): a reader sees the whole
 // status or none, also after a crash.

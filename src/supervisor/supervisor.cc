@@ -20,6 +20,7 @@
 #include "base/process.h"
 #include "identity/run_identity.h"
 #include "net/network_settings.h"
+#include "limits/run_cgroup.h"
 #include "relay/broker_bridge.h"
 #include "relay/relay.h"
 #include "sandbox/launcher.h"
@@ -342,10 +343,33 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
   // this process dies first, the run is already recorded and the sweep removes it by name.
   std::unique_ptr<FilteredEgressNetns> network;
   req.keep_network = &network;
+  // Limits (issue 15): the run's cgroup, made before anything of the run exists; the sandbox's
+  // first process joins it before exec. Removed below, after the usage is read.
+  std::unique_ptr<RunCgroup> cgroup;
+  if (status.outcome.reason.empty()) {
+    auto settings = LimitSettingsFromEnvironment();
+    auto made = settings.ok()
+                    ? MakeRunCgroup(settings->cgroup_root, record->id, record->spec.limits)
+                    : Result<std::unique_ptr<RunCgroup>>(settings.status());
+    if (!made.ok()) {
+      status.outcome = RunOutcome::Aborted("limits setup failed: " + made.status().message());
+    } else if ((cgroup = std::move(*made))) {
+      req.cgroup_procs_fds = cgroup->procs_fds();
+    }
+  }
   if (status.outcome.reason.empty()) {
     launched = std::chrono::steady_clock::now();
     status.outcome = LaunchAndWait(req);
     status.setup_ms = setup_ms;
+  }
+  if (cgroup) {
+    // The sandbox is gone (its pid namespace killed whole); read what it used, then kill
+    // anything that escaped that (an unconfined run's daemon) and remove the cgroup.
+    status.usage = cgroup->ReadUsage();
+    status.outcome = ClassifyLimitKill(status.outcome, record->spec.limits, &status.usage);
+    if (Status s = cgroup->KillAndRemove(); !s.ok()) {
+      Fail(fmt::format("run {}: cgroup: {}", a.run_id, s.message()));
+    }
   }
   if (bridge) {
     bridge->Stop();
@@ -398,6 +422,7 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
   r.setup_ms = status.setup_ms;
   if (status.host_uid) r.host_uid = *status.host_uid;
   if (status.host_gid) r.host_gid = *status.host_gid;
+  r.usage = status.usage;
   std::string why = status.outcome.output_error.empty()
                         ? "status: " + written.message()
                         : status.outcome.output_error + "; status: " + written.message();

@@ -58,6 +58,7 @@ Result<RunRecord> LocalProcessRunner::Admitted(const RunSpec& spec, bool running
   r.network = PostureOfPlan(a.decision.plan);
   r.namespace_name = a.namespace_name;
   r.reason = a.reason;
+  if (a.admitted) r.spec.limits = a.limits;  // the defaults filled in: what it runs with
   if (a.admitted && running) {
     r.state = RunState::kRunning;
     r.started_ms = r.created_ms;

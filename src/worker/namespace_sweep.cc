@@ -7,6 +7,7 @@
 #include "net/filtered_netns.h"
 #include "net/netns.h"
 #include "supervisor/run_dir.h"
+#include "worker/cgroup_sweep.h"
 
 namespace codespace {
 
@@ -26,6 +27,7 @@ bool IsRunNamespaceName(const std::string& name) {
 SweepResult SweepFinishedRunNamespaces(RunStore& store, const HostFacts& facts,
                                        const std::string& state_dir) {
   SweepResult result;
+  SweepFinishedRunCgroups(store, facts, state_dir, &result.removed_cgroups, &result.errors);
   if (!facts.tools()) return result;
   DIR* dir = ::opendir(kNetnsRunDir);
   if (!dir) return result;  // no namespaces at all

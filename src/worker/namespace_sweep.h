@@ -15,6 +15,7 @@ namespace codespace {
 struct SweepResult {
   std::vector<std::string> removed;  // namespace names torn down
   std::vector<std::string> errors;   // one line each, for the log
+  std::vector<std::string> removed_cgroups;  // finished runs' cgroups removed (cgroup_sweep.h)
 };
 
 // Keyed on the tools alone (SPEC): a host that can no longer filter — it lost forwarding, or

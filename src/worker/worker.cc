@@ -15,6 +15,7 @@
 
 #include "base/clock.h"
 #include "base/file_util.h"
+#include "limits/run_cgroup.h"
 #include "net/filtered_netns.h"
 #include "sandbox/launcher.h"
 #include "supervisor/ended_record.h"
@@ -55,6 +56,11 @@ bool WithLivePidfd(const ProcessIdentity& id, const std::function<void(int pidfd
 // and a bubblewrap child stranded before the sandbox ran (see KillStrayBubblewraps).
 void KillSandboxLeftovers(const RunDir& dir, const std::string& run_id) {
   KillStrayBubblewraps(run_id);
+  // Limits: everything still in the run's cgroup, and the cgroup itself (its supervisor would
+  // have removed it after the run).
+  if (auto settings = LimitSettingsFromEnvironment(); settings.ok()) {
+    RemoveRunCgroupByName(settings->cgroup_root, run_id).IgnoreError();
+  }
   auto id = ReadIdentity(dir.sandbox_path());
   if (!id.ok()) return;
   WithLivePidfd(*id, [&](int pidfd) {
