@@ -334,6 +334,13 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
       staged[i] = ::fcntl(o.fds[i].first, F_DUPFD_CLOEXEC, max_target + 1);
       if (staged[i] < 0) ChildFail(efd, 3);
     }
+    // The idmapped workspace too: its number may be a mapping's target (a supervisor whose
+    // stdin is the caller's has no fd 0 of its own, and the mount fd took it), which the dup2s
+    // below would overwrite before it is attached.
+    int mount_fd = -1;
+    if (o.mount_fd >= 0 && (mount_fd = ::fcntl(o.mount_fd, F_DUPFD_CLOEXEC, max_target + 1)) < 0) {
+      ChildFail(efd, 3);
+    }
     bool set[3] = {false, false, false};
     for (size_t i = 0; i < n; ++i) {
       int to = o.fds[i].second;
@@ -363,10 +370,10 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
     }
     // The run's own identity (see SpawnOptions): mounts while still root, then the uid, then
     // the keyring (made by, and so owned by, the uid the program runs as).
-    if (o.mount_fd >= 0) {
+    if (mount_fd >= 0) {
       if (::unshare(CLONE_NEWNS) != 0 ||
           ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0 ||
-          ::move_mount(o.mount_fd, "", AT_FDCWD, o.mount_target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+          ::move_mount(mount_fd, "", AT_FDCWD, o.mount_target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
         ChildFail(efd, 10);
       }
     }

@@ -269,11 +269,18 @@ TEST(BwrapArgsTest, LimitsSizeTheTmpfsAndRequireTheCgroupNamespace) {
   auto tmp = at({"--size", "8388608", "--tmpfs", "/tmp"});
   auto var_tmp = at({"--size", "8388608", "--tmpfs", "/var/tmp"});
   auto bind = at({"--bind", "/tmp/ws", "/tmp/ws"});
-  auto mask = at({"--tmpfs", "/sys/fs/cgroup", "--remount-ro", "/sys/fs/cgroup"});
+  const std::vector<std::string> mask_flags = {"--tmpfs", "/sys/fs/cgroup", "--remount-ro",
+                                               "/sys/fs/cgroup"};
   const auto end = static_cast<long>(a.size());
+  // A view without /sys (the default view) has no cgroup file system to mask; the host view
+  // has, and masks it.
+  EXPECT_EQ(at(mask_flags), end);
+  l.view.whole_host = true;
+  std::vector<std::string> host = BuildBwrapArgv(l);
+  EXPECT_NE(std::search(host.begin(), host.end(), mask_flags.begin(), mask_flags.end()),
+            host.end());
   EXPECT_LT(tmp, end);
   EXPECT_LT(var_tmp, end);
-  EXPECT_LT(mask, end);
   EXPECT_LT(tmp, bind);  // the workspace under /tmp is still bound over the sized tmpfs
   EXPECT_LT(var_tmp, bind);
 }
