@@ -37,6 +37,7 @@
 #include "relay/relay.h"
 #include "sandbox/launcher.h"
 #include "sandbox/run_outcome.h"
+#include "seccomp/seccomp_filter.h"
 #include "store/record_json.h"
 #include "store/sqlite_run_store.h"
 #include "supervisor/run_dir.h"
@@ -56,6 +57,7 @@ struct SpecFlags {
   int64_t timeout = 0;
   std::string broker;
   std::vector<std::string> broker_env;
+  bool allow_ptrace = false;
   std::vector<std::string> command;
 };
 
@@ -81,6 +83,9 @@ void AddSpecFlags(CLI::App* app, SpecFlags* f, bool with_command) {
                   "Also announce the broker URL in this variable (repeatable), e.g. "
                   "ANTHROPIC_BASE_URL")
       ->allow_extra_args(false);
+  app->add_flag("--allow-ptrace", f->allow_ptrace,
+                "Let the run ptrace its own processes (debuggers, strace): the syscall filter's "
+                "one opt-in, recorded in the spec");
   app->add_option("command", f->command, "The command and its arguments, after --")->required();
 }
 
@@ -108,6 +113,7 @@ Result<RunSpec> SpecFromFlags(const SpecFlags& f) {
   }
   spec.workspace = resolved;
   spec.timeout = std::chrono::seconds(f.timeout);
+  spec.allow_ptrace = f.allow_ptrace;
   if (!f.broker.empty()) {
     auto addr = ParseBrokerAddress(f.broker);
     if (!addr.ok()) return addr.status().WithContext(fmt::format("--broker \"{}\"", f.broker));
@@ -206,6 +212,20 @@ int CmdPosture(const std::string& state_dir) {
   std::string refusal = ConfinementRefusal(facts);
   if (!refusal.empty()) {
     fmt::print(stderr, "codespace: {}\n", refusal);
+    return kExitCodespaceFailed;
+  }
+  return 0;
+}
+
+// The filter's name and table, and (for benchmarks and inspection) its compiled program.
+int CmdSeccomp(bool allow_ptrace, const std::string& bpf_path) {
+  SeccompOptions o{.allow_ptrace = allow_ptrace};
+  fmt::print("seccomp {}\n{}", SeccompFilterName(o), FormatPolicyTable(SyscallPolicyRows(o)));
+  if (bpf_path.empty()) return 0;
+  auto bpf = CompileSeccompBpf(o);
+  Status written = bpf.ok() ? WriteFileAtomically(bpf_path, *bpf, 0644) : bpf.status();
+  if (!written.ok()) {
+    PrintError(written);
     return kExitCodespaceFailed;
   }
   return 0;
@@ -643,6 +663,13 @@ int Main(int argc, char** argv) {
   auto* cancel = app.add_subcommand("cancel", "Stop a run: SIGTERM, a grace, then SIGKILL");
   cancel->add_option("id", cancel_id, "Run id")->required();
 
+  bool seccomp_ptrace = false;
+  std::string seccomp_bpf;
+  auto* seccomp = app.add_subcommand(
+      "seccomp", "Print the syscall filter every run gets: its name and table (runs nothing)");
+  seccomp->add_flag("--allow-ptrace", seccomp_ptrace, "The filter of a run with --allow-ptrace");
+  seccomp->add_option("--bpf", seccomp_bpf, "Also write the compiled BPF program to this file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -658,6 +685,7 @@ int Main(int argc, char** argv) {
   if (app.got_subcommand("worker")) return CmdWorker(quiet, state_dir);
   if (app.got_subcommand("logs")) return CmdLogs(state_dir, logs_id, logs_follow);
   if (app.got_subcommand("cancel")) return CmdCancel(state_dir, cancel_id);
+  if (app.got_subcommand("seccomp")) return CmdSeccomp(seccomp_ptrace, seccomp_bpf);
   return kExitCodespaceFailed;
 }
 

@@ -48,6 +48,9 @@ std::string PostureLine(const HostFacts& f) {
   }
   line += fmt::format(" allowlist={}", AllowlistOutcomeWord(f));
   if (f.require_confinement) line += " requireConfinement=yes";
+  line += f.seccomp_error.empty()
+              ? std::string(" seccomp=yes")
+              : fmt::format(" seccomp=no seccompError={}", Quoted(f.seccomp_error));
   return line;
 }
 
@@ -58,6 +61,14 @@ std::string ConfinementRefusal(const HostFacts& f) {
       "install bubblewrap and allow unprivileged user namespaces, or unset "
       "CODESPACE_REQUIRE_CONFINEMENT",
       f.confine_error);
+}
+
+std::string SeccompRefusal(const HostFacts& f) {
+  if (f.seccomp_error.empty()) return "";
+  return fmt::format(
+      "no run is launched without its syscall filter, and this host cannot build "
+      "it: {}",
+      f.seccomp_error);
 }
 
 }  // namespace codespace

@@ -36,6 +36,9 @@ struct HostFacts {
   FilterParts filter;
   FilterVerdict verdict;      // DecideFilter(filter)
   bool require_confinement = false;  // CODESPACE_REQUIRE_CONFINEMENT=1
+  // Why this host cannot build or load the run's syscall filter (seccomp/seccomp_filter.h);
+  // empty when it can. Non-empty refuses every run: none is launched unfiltered.
+  std::string seccomp_error;
 
   bool tools() const { return filter.tools; }
   bool can_filter() const { return verdict.can_filter; }
@@ -59,5 +62,8 @@ std::string PostureLine(const HostFacts& facts);
 
 // A worker that must confine but does not: the reason it refuses to start; empty otherwise.
 std::string ConfinementRefusal(const HostFacts& facts);
+
+// A host whose syscall filter cannot be built: why every run is refused; empty otherwise.
+std::string SeccompRefusal(const HostFacts& facts);
 
 }  // namespace codespace

@@ -83,7 +83,7 @@ TEST(PostureLineTest, ConfiningHostThatCannotFilter) {
   EXPECT_EQ(PostureLine(f),
             "posture uid=1654 confines=yes bwrap=/usr/bin/bwrap tools=yes canFilter=no "
             "filterUnavailable=\"cannot create a network namespace: Operation not permitted\" "
-            "allowlist=severed");
+            "allowlist=severed seccomp=yes");
 }
 
 TEST(PostureLineTest, ConfiningHostThatFilters) {
@@ -91,7 +91,17 @@ TEST(PostureLineTest, ConfiningHostThatFilters) {
   f.uid = 0;
   EXPECT_EQ(PostureLine(f),
             "posture uid=0 confines=yes bwrap=/usr/bin/bwrap tools=yes canFilter=yes "
-            "allowlist=filtered");
+            "allowlist=filtered seccomp=yes");
+}
+
+// The host that cannot build the syscall filter says so on the line, and refuses every run.
+TEST(PostureLineTest, SeccompUnavailableSaysWhyAndRefuses) {
+  HostFacts f = Facts(true, true, true);
+  EXPECT_EQ(SeccompRefusal(f), "");
+  f.seccomp_error = "the kernel takes no seccomp filters";
+  EXPECT_THAT(PostureLine(f),
+              HasSubstr(" seccomp=no seccompError=\"the kernel takes no seccomp filters\""));
+  EXPECT_THAT(SeccompRefusal(f), HasSubstr("the kernel takes no seccomp filters"));
 }
 
 TEST(PostureLineTest, UnconfinedSaysWhyAndWhatHappensToAllowlists) {

@@ -12,6 +12,7 @@
 #include "base/process.h"
 #include "net/netns.h"
 #include "sandbox/bwrap_args.h"
+#include "seccomp/seccomp_filter.h"
 
 namespace codespace {
 
@@ -148,6 +149,7 @@ HostFacts ProbeHost(const ProbeOptions& options) {
   f.filter = FilterProbe(options.path_env, options.forwarding_path);
   f.verdict = DecideFilter(f.filter);
   f.require_confinement = options.require_confinement;
+  f.seccomp_error = SeccompUnavailableReason();
   return f;
 }
 

@@ -9,6 +9,7 @@
 
 #include "base/file_util.h"
 #include "sandbox/bwrap_args.h"
+#include "seccomp/seccomp_filter.h"
 
 namespace codespace {
 
@@ -231,6 +232,7 @@ HostFacts ProbeHostRemembering(const ProbeOptions& options, const std::string& c
   f.filter.forwarding = ProbeForwarding(options.forwarding_path, &f.filter.forwarding_error);
   f.verdict = DecideFilter(f.filter);
   f.require_confinement = options.require_confinement;
+  f.seccomp_error = SeccompUnavailableReason();  // in-process and ~1 ms: never remembered
   return f;
 }
 

@@ -26,6 +26,9 @@ struct RunSpec {
   EgressPolicy egress;
   std::chrono::seconds timeout{0};     // wall clock; 0 = none
   BrokerSpec broker;
+  // The syscall filter's one opt-in (docs/seccomp.md): ptrace, process_vm_readv/writev and
+  // pidfd_getfd on the run's own processes, for debugging inside a run. Off by default.
+  bool allow_ptrace = false;
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };

@@ -27,14 +27,18 @@ struct BwrapLayout {
   // creates nothing in a host directory. The host path itself may sit in /tmp or a hidden dir,
   // which the sandbox does not see. Empty: the command runs directly.
   std::string init_path;
+  // The descriptor (inside bubblewrap) holding the run's compiled syscall filter, which
+  // bubblewrap loads last before it execs the command: `--seccomp N`. -1: none (the trial).
+  int seccomp_fd = -1;
   std::vector<std::string> command;
 };
 
 // bwrap --unshare-user --disable-userns --unshare-pid --unshare-ipc --unshare-uts
 //      --unshare-cgroup-try [--unshare-net] --die-with-parent --new-session
 //      --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --tmpfs /var/tmp
-//      [--ro-bind init /dev/.codespace-init] [--bind ws ws --chdir ws] [--tmpfs hidden --remount-ro hidden]...
-//      --clearenv --setenv K V... --cap-drop ALL -- cmd
+//      [--ro-bind init /dev/.codespace-init] [--bind ws ws --chdir ws] [--tmpfs hidden --remount-ro
+//      hidden]...
+//      --clearenv --setenv K V... --cap-drop ALL [--seccomp N] -- cmd
 //
 // Why each: own user namespace so that even a root worker's run holds no capability that counts
 // outside it, and --disable-userns so it cannot make a nested one to regain some; --cap-drop ALL

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -18,14 +19,13 @@
 #include <cstdlib>
 #include <optional>
 
-#include <fmt/format.h>
-
 #include "base/file_util.h"
 #include "base/process.h"
 #include "base/unique_fd.h"
 #include "net/netns.h"
 #include "relay/sandbox_relay.h"
 #include "sandbox/bwrap_args.h"
+#include "seccomp/seccomp_filter.h"
 
 namespace codespace {
 
@@ -54,6 +54,9 @@ using Clock = std::chrono::steady_clock;
 
 // The fds a sandboxed command's init inherits, by number inside the sandbox.
 constexpr int kStatusFd = 3;
+// The run's compiled syscall filter, read (and closed) by bubblewrap's --seccomp, or unconfined
+// by codespace-init's --seccomp, before the command starts.
+constexpr int kSeccompFd = 4;
 constexpr size_t kChunk = 64 * 1024;
 // How much one stream may move before the wait loop looks at everything else again.
 constexpr size_t kPumpBudget = 4 * 1024 * 1024;
@@ -144,8 +147,19 @@ class Launch {
     for (auto* p : {&out, &err, &status}) {
       if (!p->ok()) return RunOutcome::Aborted("sandbox setup failed: " + p->status().message());
     }
+    // Every run is filtered (docs/seccomp.md); no filter, no run.
+    auto bpf = CompileSeccompBpf({.allow_ptrace = r_.spec.allow_ptrace});
+    Result<UniqueFd> seccomp = bpf.ok() ? SeccompBpfFd(*bpf) : Result<UniqueFd>(bpf.status());
+    if (!seccomp.ok()) {
+      return RunOutcome::Aborted("seccomp filter setup failed: " + seccomp.status().message());
+    }
     std::vector<std::string> command = {confined ? std::string(kSandboxInitPath) : r_.init_path,
                                         std::to_string(kStatusFd)};
+    // Unconfined, no bubblewrap loads it: codespace-init does, before it reports "started".
+    if (!confined) {
+      command.push_back("--seccomp");
+      command.push_back(std::to_string(kSeccompFd));
+    }
     if (!r_.broker_socket.empty()) {
       std::string names;
       for (const auto& n : r_.broker_env) names += (names.empty() ? "" : ",") + n;
@@ -159,7 +173,10 @@ class Launch {
     for (const auto& a : r_.spec.argv) command.push_back(a);
 
     SpawnOptions o;
-    o.fds = {{out->write.get(), 1}, {err->write.get(), 2}, {status->write.get(), kStatusFd}};
+    o.fds = {{out->write.get(), 1},
+             {err->write.get(), 2},
+             {status->write.get(), kStatusFd},
+             {seccomp->get(), kSeccompFd}};
     if (net_) o.netns_fd = net_->netns_fd();
     if (confined) {
       BwrapLayout l;
@@ -172,6 +189,7 @@ class Launch {
       l.hidden_dirs = r_.hidden_dirs;
       l.env = SandboxEnvironment(r_.spec.env);
       l.init_path = r_.init_path;
+      l.seccomp_fd = kSeccompFd;
       l.command = command;
       o.argv = BuildBwrapArgv(l);
       // bubblewrap needs no environment (the run's is in --setenv). This one names the run, for

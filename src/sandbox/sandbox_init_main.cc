@@ -1,6 +1,15 @@
 // codespace-init: the first program inside every bubblewrap sandbox.
 //
-//   codespace-init STATUS_FD [--relay PORT SOCKET NAME[,NAME...]] COMMAND [ARGS...]
+//   codespace-init STATUS_FD [--seccomp FD] [--relay PORT SOCKET NAME[,NAME...]] COMMAND [ARGS...]
+//
+// With --seccomp (unconfined runs: no bubblewrap loads the filter) it reads the run's compiled
+// syscall filter from FD to its end, closes FD and loads the filter (no_new_privs, seccomp(2))
+// before anything else — before the relay, before "started" — so that this process, the relay
+// and the command are filtered exactly as a confined run is under bubblewrap's --seccomp. It
+// takes the compiled program from an inherited descriptor rather than building it: init stays
+// libc-only (no libseccomp in a static binary), it gets the very bytes the supervisor compiled
+// and named, and no file on disk can be swapped for another program in between. If the filter
+// cannot be loaded the command never starts (exit 125, no "started").
 //
 // With --relay it first starts the broker relay (a child: 127.0.0.1:PORT inside the sandbox →
 // the bind-mounted SOCKET; PORT 0 picks one), waits until it listens, and sets every NAME to
@@ -15,13 +24,13 @@
 // (after a grace) when to kill what is left. It depends on libc alone (it is exec'd on every
 // launch) and keeps STATUS_FD out of the command (close-on-exec), so the command cannot forge
 // its own record.
-#include <sys/prctl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +38,7 @@
 #include <string>
 
 #include "relay/sandbox_relay.h"
+#include "seccomp/bpf_install.h"
 
 namespace {
 
@@ -47,29 +57,59 @@ void Report(int fd, const char* what, int n) {
   }
 }
 
+// Reads the compiled filter from `fd` (to its end), closes it and loads it; 0 or an errno.
+int LoadSeccompFrom(int fd) {
+  std::string program;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) break;
+    program.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return codespace::InstallBpfFilter(program.data(), program.size());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: codespace-init STATUS_FD [--relay PORT SOCKET NAMES] COMMAND...\n");
+    fprintf(
+        stderr,
+        "usage: codespace-init STATUS_FD [--seccomp FD] [--relay PORT SOCKET NAMES] COMMAND...\n");
     return 125;
   }
   int status_fd = atoi(argv[1]);
   int cmd_index = 2;
+  if (std::string(argv[2]) == "--seccomp") {
+    if (argc < 5) {
+      fprintf(stderr, "codespace-init: --seccomp needs FD and a command\n");
+      return 125;
+    }
+    if (int err = LoadSeccompFrom(atoi(argv[3])); err != 0) {
+      fprintf(stderr, "codespace-init: cannot load the run's syscall filter: %s\n", strerror(err));
+      return 125;
+    }
+    cmd_index = 4;
+  }
   pid_t relay = -1;
-  if (std::string(argv[2]) == "--relay") {
-    if (argc < 7) {
+  if (std::string(argv[cmd_index]) == "--relay") {
+    if (argc < cmd_index + 5) {
       fprintf(stderr, "codespace-init: --relay needs PORT SOCKET NAMES and a command\n");
       return 125;
     }
-    cmd_index = 6;
+    const int r = cmd_index;
+    cmd_index = r + 4;
     int ready[2];
     if (pipe2(ready, O_CLOEXEC) != 0) return 125;
     relay = fork();
     if (relay < 0) return 125;
     if (relay == 0) {
       close(ready[0]);
-      _exit(codespace::RunSandboxRelay(static_cast<uint16_t>(atoi(argv[3])), argv[4], ready[1]));
+      _exit(codespace::RunSandboxRelay(static_cast<uint16_t>(atoi(argv[r + 1])), argv[r + 2],
+                                       ready[1]));
     }
     close(ready[1]);
     char buf[64] = {0};
@@ -86,11 +126,11 @@ int main(int argc, char** argv) {
       waitpid(relay, nullptr, 0);
       return 125;
     }
-    int port = buf[1] >= '0' && buf[1] <= '9' ? atoi(buf + 1) : atoi(argv[3]);
+    int port = buf[1] >= '0' && buf[1] <= '9' ? atoi(buf + 1) : atoi(argv[r + 1]);
     char url[64];
     snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
     setenv("CODESPACE_BROKER_URL", url, 1);
-    std::string names = argv[5];
+    std::string names = argv[r + 3];
     size_t start = 0;
     while (start <= names.size()) {
       size_t comma = names.find(',', start);

@@ -9,6 +9,7 @@
 #include <linux/netlink.h>
 #include <linux/sched.h>
 #include <openssl/sha.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -267,6 +268,36 @@ std::string PolicyText(const std::vector<FilterRule>& rules) {
     text += '\n';
   }
   return text;
+}
+
+std::string FormatPolicyTable(const std::vector<PolicyRow>& rows) {
+  std::string out;
+  for (const PolicyRow& row : rows) {
+    std::string when;
+    for (const ArgCondition& c : row.when) {
+      std::string values;
+      for (uint32_t v : c.values) values += fmt::format("{}{:#x}", values.empty() ? "" : ",", v);
+      switch (c.kind) {
+        case ArgCondition::Kind::kAnyBit:
+          when += fmt::format(" arg{}&{:#x}", c.arg, c.bits);
+          break;
+        case ArgCondition::Kind::kLow32In:
+          when += fmt::format(" arg{} in {{{}}}", c.arg, values);
+          break;
+        case ArgCondition::Kind::kLow32NotIn:
+          when += fmt::format(" arg{} not in {{{}}}", c.arg, values);
+          break;
+      }
+    }
+    std::string call = row.syscall + when;
+    const char* name = strerrorname_np(row.errno_value);
+    out += fmt::format("{:<40} {:<16} {}\n", call, name ? name : "?", row.reason);
+  }
+  out += fmt::format("{:<40} {:<16} {}\n", "(any other syscall)", "allow",
+                     "a deny-list: agents run arbitrary toolchains");
+  out += fmt::format("{:<40} {:<16} {}\n", "(any non-native ABI: i386, x32)", kNonNativeAbiAction,
+                     "a table of native numbers says nothing about the other entry points");
+  return out;
 }
 
 std::string SeccompFilterName(const SeccompOptions& options) {

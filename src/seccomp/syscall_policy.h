@@ -90,7 +90,11 @@ std::optional<int> EvaluateRules(const std::vector<FilterRule>& rules, std::stri
 // The filter's name, recorded with every run: "sha256:" + the digest of the canonical text of
 // the expanded rules and the ABI rule. Two runs with the same name ran under the same filter.
 std::string SeccompFilterName(const SeccompOptions& options);
-// The canonical text the name digests (one line per rule), also for `codespace seccomp`.
+// The canonical text the name digests (one line per rule).
 std::string PolicyText(const std::vector<FilterRule>& rules);
+
+// The table for people (`codespace seccomp`): one line per row, the syscall and its pattern,
+// the answer, and why; then the default and the ABI rule.
+std::string FormatPolicyTable(const std::vector<PolicyRow>& rows);
 
 }  // namespace codespace

@@ -141,6 +141,7 @@ Json SpecToValue(const RunSpec& spec) {
     b["env"] = spec.broker.env_names;
     value["broker"] = b;
   }
+  if (spec.allow_ptrace) value["allow_ptrace"] = true;  // absent: off (older records too)
   return value;
 }
 
@@ -216,6 +217,7 @@ Json RecordToValue(const RunRecord& record) {
   value["started_ms"] = record.started_ms;
   value["ended_ms"] = record.ended_ms;
   value["setup_ms"] = OptionalIntToValue(record.setup_ms);
+  value["seccomp"] = record.seccomp;
   value["network_report"] = NetworkReportToValue(record.network_report);
   value["logs"] = LogsToValue(record.stdout_log, record.stderr_log);
   return value;
@@ -240,8 +242,9 @@ Result<EgressPolicy> EgressFromValue(const Json& value, std::string_view path) {
 }
 
 Result<RunSpec> SpecFromValue(const Json& value, std::string_view path) {
-  RETURN_IF_ERROR(CheckObject(value, path,
-                              {"argv", "env", "workspace", "egress", "timeout_seconds", "broker"}));
+  RETURN_IF_ERROR(CheckObject(
+      value, path,
+      {"argv", "env", "workspace", "egress", "timeout_seconds", "broker", "allow_ptrace"}));
   RunSpec spec;
   ASSIGN_OR_RETURN(const Json* argv, RequiredField(value, path, "argv"));
   ASSIGN_OR_RETURN(spec.argv, ReadStringArray(*argv, Child(path, "argv")));
@@ -264,6 +267,10 @@ Result<RunSpec> SpecFromValue(const Json& value, std::string_view path) {
     if (const Json* names = FindField(*broker, "env")) {
       ASSIGN_OR_RETURN(spec.broker.env_names, ReadStringArray(*names, Child(bpath, "env")));
     }
+  }
+  if (const Json* trace = FindField(value, "allow_ptrace")) {
+    if (!trace->is_boolean()) return FieldError(Child(path, "allow_ptrace"), "must be a boolean");
+    spec.allow_ptrace = trace->get<bool>();
   }
   return spec;
 }
@@ -295,10 +302,10 @@ Result<NetworkReport> NetworkReportFromValue(const Json& value, std::string_view
 }
 
 Result<RunRecord> RecordFromValue(const Json& value) {
-  RETURN_IF_ERROR(CheckObject(value, "",
-                              {"id", "spec", "plan", "network", "namespace", "state", "exit_code",
-                               "signal", "reason", "created_ms", "started_ms", "ended_ms",
-                               "setup_ms", "network_report", "logs"}));
+  RETURN_IF_ERROR(CheckObject(
+      value, "",
+      {"id", "spec", "plan", "network", "namespace", "state", "exit_code", "signal", "reason",
+       "created_ms", "started_ms", "ended_ms", "setup_ms", "network_report", "logs", "seccomp"}));
   RunRecord record;
   ASSIGN_OR_RETURN(record.id, RequiredString(value, "", "id"));
   ASSIGN_OR_RETURN(const Json* spec, RequiredField(value, "", "spec"));
@@ -331,6 +338,11 @@ Result<RunRecord> RecordFromValue(const Json& value) {
   ASSIGN_OR_RETURN(auto both, LogsFromValue(*logs, "logs"));
   record.stdout_log = both.first;
   record.stderr_log = both.second;
+  // Optional too: records and workers from before the syscall filter have none.
+  if (const Json* seccomp = FindField(value, "seccomp")) {
+    if (!seccomp->is_string()) return FieldError("seccomp", "must be a string");
+    record.seccomp = seccomp->get<std::string>();
+  }
   return record;
 }
 

@@ -43,6 +43,9 @@ struct RunRecord {
   // reporting started. Unset when the command never started (refused, aborted at setup,
   // cancelled while queued) or the run was recorded before setup was measured.
   std::optional<int64_t> setup_ms;
+  // The syscall filter the run is launched under (SeccompFilterName: "sha256:..."), named at
+  // admission from its spec; empty for a run never admitted (and records from before it).
+  std::string seccomp;
 
   friend bool operator==(const RunRecord&, const RunRecord&) = default;
 };

@@ -70,6 +70,10 @@ ALTER TABLE runs ADD COLUMN logs_json TEXT NOT NULL DEFAULT '{}';
     {5, R"sql(
 ALTER TABLE runs ADD COLUMN setup_ms INTEGER;
 )sql"},
+    // The syscall filter a run is launched under ("sha256:..."); '' for runs from before it.
+    {6, R"sql(
+ALTER TABLE runs ADD COLUMN seccomp TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 constexpr bool MigrationsAreInOrder() {
@@ -83,28 +87,28 @@ static_assert(MigrationsAreInOrder(), "kMigrations must be numbered 1, 2, 3, ...
 
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 
-// Column order shared by INSERT, UPDATE (?1..?15) and SELECT (columns 0..14).
+// Column order shared by INSERT, UPDATE (?1..?16) and SELECT (columns 0..15).
 constexpr char kColumns[] =
     "id, spec_json, plan, network, namespace, state, exit_code, signal, reason, created_ms, "
-    "started_ms, ended_ms, network_report_json, logs_json, setup_ms";
+    "started_ms, ended_ms, network_report_json, logs_json, setup_ms, seccomp";
 
 constexpr char kInsertSql[] =
     "INSERT INTO runs (id, spec_json, plan, network, namespace, state, exit_code, signal, reason, "
-    "created_ms, started_ms, ended_ms, network_report_json, logs_json, setup_ms) VALUES (?1, ?2, "
-    "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+    "created_ms, started_ms, ended_ms, network_report_json, logs_json, setup_ms, seccomp) VALUES "
+    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
 
-// Compare-and-set: only a row still in the expected state (?16) is replaced.
+// Compare-and-set: only a row still in the expected state (?17) is replaced.
 constexpr char kUpdateSql[] =
     "UPDATE runs SET spec_json = ?2, plan = ?3, network = ?4, namespace = ?5, state = ?6, "
     "exit_code = ?7, signal = ?8, reason = ?9, created_ms = ?10, started_ms = ?11, "
-    "ended_ms = ?12, network_report_json = ?13, logs_json = ?14, setup_ms = ?15 WHERE id = ?1 "
-    "AND state = ?16";
+    "ended_ms = ?12, network_report_json = ?13, logs_json = ?14, setup_ms = ?15, seccomp = ?16 "
+    "WHERE id = ?1 AND state = ?17";
 
 Status BindOptionalInt(sqlite::Statement& stmt, int index, const std::optional<int>& value) {
   return value.has_value() ? stmt.BindInt64(index, *value) : stmt.BindNull(index);
 }
 
-// Binds ?1..?15 in kColumns order.
+// Binds ?1..?16 in kColumns order.
 Status BindRecord(sqlite::Statement& stmt, const RunRecord& record) {
   RETURN_IF_ERROR(stmt.BindText(1, record.id));
   RETURN_IF_ERROR(stmt.BindText(2, RunSpecToJson(record.spec)));
@@ -121,6 +125,7 @@ Status BindRecord(sqlite::Statement& stmt, const RunRecord& record) {
   RETURN_IF_ERROR(stmt.BindText(13, NetworkReportToJson(record.network_report)));
   RETURN_IF_ERROR(stmt.BindText(14, LogsToJson(record.stdout_log, record.stderr_log)));
   RETURN_IF_ERROR(record.setup_ms ? stmt.BindInt64(15, *record.setup_ms) : stmt.BindNull(15));
+  RETURN_IF_ERROR(stmt.BindText(16, record.seccomp));
   return OkStatus();
 }
 
@@ -169,6 +174,7 @@ Result<RunRecord> RecordFromRow(const sqlite::Statement& row) {
   record.stdout_log = logs.first;
   record.stderr_log = logs.second;
   if (!row.ColumnIsNull(14)) record.setup_ms = row.ColumnInt64(14);
+  record.seccomp = row.ColumnText(15);
   return record;
 }
 
@@ -368,7 +374,7 @@ Status SqliteRunStore::Update(const RunRecord& updated, RunState expected) {
   {
     ASSIGN_OR_RETURN(sqlite::Statement stmt, sqlite::Statement::Prepare(db_.get(), kUpdateSql));
     RETURN_IF_ERROR(BindRecord(stmt, updated));
-    RETURN_IF_ERROR(stmt.BindText(16, RunStateName(expected)));
+    RETURN_IF_ERROR(stmt.BindText(17, RunStateName(expected)));
     RETURN_IF_ERROR(stmt.Step());
   }
   if (sqlite3_changes(db_.get()) == 0) {

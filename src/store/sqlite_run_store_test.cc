@@ -539,7 +539,7 @@ PRAGMA user_version = 4;
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(RawPragma("user_version"), SqliteRunStore::LatestSchemaVersion());
-  EXPECT_EQ(SqliteRunStore::LatestSchemaVersion(), 5);
+  EXPECT_EQ(SqliteRunStore::LatestSchemaVersion(), 6);
   Result<RunRecord> got = store->Get(IdFor(1));
   ASSERT_OK(got);
   EXPECT_EQ(*got, *exited);

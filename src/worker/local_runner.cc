@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "base/file_util.h"
+#include "seccomp/syscall_policy.h"
 
 namespace codespace {
 
@@ -36,6 +37,9 @@ Result<RunRecord> LocalProcessRunner::Admitted(const RunSpec& spec, bool running
   r.network = PostureOfPlan(a.decision.plan);
   r.namespace_name = a.namespace_name;
   r.reason = a.reason;
+  // The filter its launch installs (a pure function of the spec): named now, so that the record
+  // says it while the run is running, and the supervisor refuses to launch under another.
+  if (a.admitted) r.seccomp = SeccompFilterName({.allow_ptrace = spec.allow_ptrace});
   if (a.admitted && running) {
     r.state = RunState::kRunning;
     r.started_ms = r.created_ms;
