@@ -143,6 +143,7 @@ TEST(RunRecordJsonTest, FieldsAreNamedAsDocumented) {
                               R"("exit_code":3,"signal":null,"reason":"",)"
                               R"("created_ms":1700000000123,"started_ms":1700000000456,)"
                               R"("ended_ms":1700000090789,"setup_ms":41,)"
+                              R"("seccomp":"sha256:5ec0)" + std::string(60, '0') + R"(",)"
                               R"("network_report":{"dns_admitted":[],)"
                               R"("dns_refused":[],"dropped_packets":0,"broker_connections":0,)"
                               R"("broker_failed":0,"broker_bytes_to":0,"broker_bytes_from":0},)"
@@ -189,7 +190,7 @@ TEST(RunRecordJsonTest, SetupTimeIsNullWhenUnsetAndMayBeMissing) {
   record->state = RunState::kRefused;
   record->setup_ms = std::nullopt;
   std::string json = RunRecordToJson(*record);
-  EXPECT_THAT(json, HasSubstr(R"("ended_ms":1700000090789,"setup_ms":null,"network_report")"));
+  EXPECT_THAT(json, HasSubstr(R"("ended_ms":1700000090789,"setup_ms":null,"seccomp":")"));
   Result<RunRecord> parsed = RunRecordFromJson(json);
   ASSERT_OK(parsed);
   EXPECT_EQ(*parsed, *record);
