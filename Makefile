@@ -10,7 +10,7 @@ STATE_DIR ?= $(CURDIR)/var/state
 DEBS := build-essential cmake ninja-build pkg-config clang-format \
         bubblewrap iproute2 nftables util-linux procps python3 \
         libfmt-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev sqlite3 libssl-dev \
-        libnftables-dev libmnl-dev \
+        libnftables-dev libmnl-dev libseccomp-dev \
         libgtest-dev libgmock-dev publicsuffix
 
 .PHONY: deps agents build run test unit lanes install format clean mutate bench fuzz

@@ -145,12 +145,14 @@ def reap(pid):
     return status, ru
 
 
-def spawn(argv, env, out="/dev/null", err=None):
-    """posix_spawn with stdout to `out` and stderr to `err` (a file); returns the pid."""
+def spawn(argv, env, out="/dev/null", err=None, opens=()):
+    """posix_spawn with stdout to `out` and stderr to `err` (a file); returns the pid. `opens`:
+    (fd, path) pairs opened read-only in the child (bwrap's --seccomp FD)."""
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
         (os.POSIX_SPAWN_OPEN, 1, out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
     ]
+    actions += [(os.POSIX_SPAWN_OPEN, fd, path, os.O_RDONLY, 0) for fd, path in opens]
     if err:
         actions.append((os.POSIX_SPAWN_OPEN, 2, err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
     path = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env.get("PATH"))
@@ -161,13 +163,13 @@ def spawn(argv, env, out="/dev/null", err=None):
     return pid
 
 
-def run_timed(ctx, argv, env=None, out="/dev/null", expect=0, hwm=False):
+def run_timed(ctx, argv, env=None, out="/dev/null", expect=0, hwm=False, opens=()):
     """Seconds from spawn to exit, and (hwm=True) the child's peak RSS in KiB, sampled from
     /proc/<pid>/status every 20 ms (ru_maxrss would report this process's own peak: a child
     spawned with vfork inherits it until exec)."""
     env = env or ctx.env
     t0 = time.perf_counter()
-    pid = spawn(argv, env, out, ctx.errfile)
+    pid = spawn(argv, env, out, ctx.errfile, opens)
     peak = [0]
     done = threading.Event()
 
@@ -418,7 +420,7 @@ def capture_bwrap_argv(ctx):
         a = argv[i]
         if a == "--ro-bind" and argv[i + 2] == "/dev/.codespace-init":
             i += 3
-        elif a == "--info-fd":
+        elif a in ("--info-fd", "--seccomp"):  # the filter's cost is item 7's
             i += 2
         elif a == "--":
             break
@@ -485,6 +487,29 @@ def item8_cpu_limit(ctx):
     row(ctx, "8", "CPU spinner 5 s, --cpus 0.5: cpu s / wall s", ratios["--cpus 0.5"],
         "the same spinner unlimited", ratios["unlimited"], "ratio", n=1,
         note="from the runs' cgroups (cpuacct.stat / cpu.stat); a ratio in one run, not a timing")
+
+
+def item9_seccomp(ctx):
+    """The syscall filter's cost: bubblewrap with codespace's flags and the same argv, with and
+    without `--seccomp` of the very program codespace builds (`codespace seccomp --bpf`), in the
+    same run. There is no switch that launches a codespace run unfiltered: the comparison is on
+    bubblewrap, which codespace drives."""
+    n = ctx.args.n
+    bpf = os.path.join(ctx.tmp, "seccomp.bpf")
+    sh(ctx.cs("seccomp", "--bpf", bpf))
+    fd = 9
+    filtered = ctx.bwrap_flags + ["--seccomp", str(fd), "--"]
+    plain = ctx.bwrap_flags + ["--"]
+    for what, cmd in (("`true`", ["true"]),
+                      ("`dd bs=1 count=200000` (400k read+write)",
+                       ["dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=200000",
+                        "status=none"])):
+        a, b = alternate(n, lambda: run_timed(ctx, filtered + cmd, opens=[(fd, bpf)])[0],
+                         lambda: run_timed(ctx, plain + cmd)[0])
+        ctx.raw[f"9_{cmd[0]}_filtered_s"], ctx.raw[f"9_{cmd[0]}_plain_s"] = a, b
+        row(ctx, "9", f"severed {what}: bwrap + the run's seccomp filter", med(a) * 1e3,
+            "bwrap, same flags, no filter", med(b) * 1e3, "ms", n=n,
+            note=f"{os.path.getsize(bpf) // 8} BPF instructions")
 
 
 def item1_srt(ctx):
@@ -1154,7 +1179,8 @@ def main():
                  ("5", "concurrency", lambda: item5_concurrency(ctx, cleanup)),
                  ("3", "relay", lambda: item3_relay(ctx, cleanup)),
                  ("7", "identity: idmapped workspace", lambda: item7_identity(ctx)),
-                 ("8", "CPU limit", lambda: item8_cpu_limit(ctx))]
+                 ("8", "CPU limit", lambda: item8_cpu_limit(ctx)),
+                 ("9", "syscall filter", lambda: item9_seccomp(ctx))]
         for item, name, fn in steps:
             if want(item):
                 log(f"item {item}: {name}")

@@ -46,6 +46,7 @@
 #include "run/run_outcome.h"
 #include "run/spec_check.h"
 #include "sandbox/launcher.h"
+#include "seccomp/seccomp_filter.h"
 #include "store/record_json.h"
 #include "store/sqlite_run_store.h"
 #include "supervisor/run_dir.h"
@@ -70,6 +71,7 @@ struct SpecFlags {
   std::string fs = "default";
   std::vector<std::string> ro_binds, binds, hides;
   std::string state_dir;  // the worker's, which no bind may show
+  bool allow_ptrace = false;
   std::vector<std::string> command;
   std::string name;             // --name (run, submit)
   std::string idempotency_key;  // --idempotency-key (submit); made up when not given
@@ -134,6 +136,9 @@ void AddSpecFlags(CLI::App* app, SpecFlags* f, bool with_command) {
                   "PATH: mask PATH inside (an empty read-only directory, or /dev/null) "
                   "(repeatable)")
       ->allow_extra_args(false);
+  app->add_flag("--allow-ptrace", f->allow_ptrace,
+                "Let the run ptrace its own processes (debuggers, strace): the syscall filter's "
+                "one opt-in, recorded in the spec");
   app->add_option("command", f->command, "The command and its arguments, after --")->required();
 }
 
@@ -179,6 +184,7 @@ Result<RunSpec> SpecFromFlags(const SpecFlags& f) {
   }
   spec.workspace = resolved;
   spec.timeout = std::chrono::seconds(f.timeout);
+  spec.allow_ptrace = f.allow_ptrace;
   if (!f.broker.empty()) {
     spec.broker.address = f.broker;
     spec.broker.env_names = f.broker_env;
@@ -346,6 +352,20 @@ int CmdPosture(const std::string& state_dir, bool json = false) {
   std::string refusal = ConfinementRefusal(facts);
   if (!refusal.empty()) {
     fmt::print(stderr, "codespace: {}\n", refusal);
+    return kExitCodespaceFailed;
+  }
+  return 0;
+}
+
+// The filter's name and table, and (for benchmarks and inspection) its compiled program.
+int CmdSeccomp(bool allow_ptrace, const std::string& bpf_path) {
+  SeccompOptions o{.allow_ptrace = allow_ptrace};
+  fmt::print("seccomp {}\n{}", SeccompFilterName(o), FormatPolicyTable(SyscallPolicyRows(o)));
+  if (bpf_path.empty()) return 0;
+  auto bpf = CompileSeccompBpf(o);
+  Status written = bpf.ok() ? WriteFileAtomically(bpf_path, *bpf, 0644) : bpf.status();
+  if (!written.ok()) {
+    PrintError(written);
     return kExitCodespaceFailed;
   }
   return 0;
@@ -985,6 +1005,13 @@ int Main(int argc, char** argv) {
   // Every setting, its value and where it came from (config/config.h, docs/configuration.md).
   app.add_subcommand("config", "Print every setting: value, source, variable (--json: an array)");
 
+  bool seccomp_ptrace = false;
+  std::string seccomp_bpf;
+  auto* seccomp = app.add_subcommand(
+      "seccomp", "Print the syscall filter every run gets: its name and table (runs nothing)");
+  seccomp->add_flag("--allow-ptrace", seccomp_ptrace, "The filter of a run with --allow-ptrace");
+  seccomp->add_option("--bpf", seccomp_bpf, "Also write the compiled BPF program to this file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -1016,6 +1043,7 @@ int Main(int argc, char** argv) {
     fmt::print("{}", json ? c.ToJson() : c.ToText());
     return 0;
   }
+  if (app.got_subcommand("seccomp")) return CmdSeccomp(seccomp_ptrace, seccomp_bpf);
   return kExitCodespaceFailed;
 }
 

@@ -112,6 +112,9 @@ std::string FormatRecord(const RunRecord& r) {
                                 std::pair<const char*, const LogDigest&>{"stderr", r.stderr_log}}) {
     if (d.sealed) line(name, fmt::format("{} bytes, sha256 {}", d.bytes, d.sha256));
   }
+  if (!r.seccomp.empty()) {
+    line("seccomp", r.spec.allow_ptrace ? r.seccomp + " (allow_ptrace)" : r.seccomp);
+  }
   line("created", Time(r.created_ms));
   line("started", Time(r.started_ms));
   if (r.setup_ms)

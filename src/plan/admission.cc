@@ -50,6 +50,7 @@ Admission Admit(const HostFacts& facts, const RunSpec& spec, std::string_view ru
     return refuse("the allowlist policy needs at least one --allow entry");
   }
   if (!ConfinementRefusal(facts).empty()) return refuse(ConfinementRefusal(facts));
+  if (!SeccompRefusal(facts).empty()) return refuse(SeccompRefusal(facts));
   a.reason = a.decision.reason;
   if (a.decision.plan == Plan::kRefused) {
     a.admitted = false;

@@ -130,3 +130,24 @@ TEST(AdmitTest, RequireConfinementRefusesEverythingOnAnUnconfinedHost) {
 
 }  // namespace
 }  // namespace codespace
+
+namespace codespace {
+namespace {
+
+// Fail closed: a host that cannot build the syscall filter launches nothing, confined or not.
+TEST(AdmitTest, NoSyscallFilterRefusesEveryRun) {
+  for (bool confines : {true, false}) {
+    HostFacts f = Facts(confines, true, true);
+    f.seccomp_error = "the seccomp filter does not compile on this host: x";
+    for (auto mode : {SandboxEgressPolicy::kNone, SandboxEgressPolicy::kAllowlist,
+                      SandboxEgressPolicy::kOpen}) {
+      Admission a = Admit(f, Spec(mode), "0011223344556677");
+      EXPECT_FALSE(a.admitted);
+      EXPECT_EQ(a.decision.plan, Plan::kRefused);
+      EXPECT_THAT(a.reason, HasSubstr("without its syscall filter"));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace codespace

@@ -55,6 +55,9 @@ std::string PostureLine(const HostFacts& f) {
   if (!f.run_uids.empty()) line += fmt::format(" runUids={}", f.run_uids);
   if (!f.identity_error.empty()) line += fmt::format(" identityError={}", Quoted(f.identity_error));
   line += " " + LimitsPosture(f.limits);
+  line += f.seccomp_error.empty()
+              ? std::string(" seccomp=yes")
+              : fmt::format(" seccomp=no seccompError={}", Quoted(f.seccomp_error));
   return line;
 }
 
@@ -69,6 +72,14 @@ std::string ConfinementRefusal(const HostFacts& f) {
       "install bubblewrap and allow unprivileged user namespaces, or unset "
       "CODESPACE_REQUIRE_CONFINEMENT",
       f.confine_error);
+}
+
+std::string SeccompRefusal(const HostFacts& f) {
+  if (f.seccomp_error.empty()) return "";
+  return fmt::format(
+      "no run is launched without its syscall filter, and this host cannot build "
+      "it: {}",
+      f.seccomp_error);
 }
 
 }  // namespace codespace

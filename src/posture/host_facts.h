@@ -44,6 +44,9 @@ struct HostFacts {
   std::string run_uids;        // per-run: the range, "FIRST-LAST"
   std::string identity_error;  // per-run: why the range cannot be used; the worker refuses
   LimitsFacts limits;  // limits=v2|v1|none: the cgroup hierarchy runs are limited by, and settings
+  // Why this host cannot build or load the run's syscall filter (seccomp/seccomp_filter.h);
+  // empty when it can. Non-empty refuses every run: none is launched unfiltered.
+  std::string seccomp_error;
 
   bool tools() const { return filter.tools; }
   bool can_filter() const { return verdict.can_filter; }
@@ -68,5 +71,8 @@ std::string PostureLine(const HostFacts& facts);
 // A worker that must confine but does not, or a root worker whose run uids overlap an account
 // (identity_error): the reason it refuses to start; empty otherwise.
 std::string ConfinementRefusal(const HostFacts& facts);
+
+// A host whose syscall filter cannot be built: why every run is refused; empty otherwise.
+std::string SeccompRefusal(const HostFacts& facts);
 
 }  // namespace codespace

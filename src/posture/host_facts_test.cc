@@ -84,7 +84,7 @@ TEST(PostureLineTest, ConfiningHostThatCannotFilter) {
   EXPECT_EQ(PostureLine(f),
             "posture uid=1654 confines=yes bwrap=/usr/bin/bwrap tools=yes canFilter=no "
             "filterUnavailable=\"cannot create a network namespace: Operation not permitted\" "
-            "allowlist=severed view=default identity=worker-uid limits=v1");
+            "allowlist=severed view=default identity=worker-uid limits=v1 seccomp=yes");
 }
 
 TEST(PostureLineTest, ConfiningHostThatFilters) {
@@ -96,7 +96,17 @@ TEST(PostureLineTest, ConfiningHostThatFilters) {
   EXPECT_EQ(PostureLine(f),
             "posture uid=0 confines=yes bwrap=/usr/bin/bwrap tools=yes canFilter=yes "
             "allowlist=filtered view=default identity=per-run runUids=600000-665535 limits=none "
-            "limitsUnavailable=\"the cgroup root /x does not exist\"");
+            "limitsUnavailable=\"the cgroup root /x does not exist\" seccomp=yes");
+}
+
+// The host that cannot build the syscall filter says so on the line, and refuses every run.
+TEST(PostureLineTest, SeccompUnavailableSaysWhyAndRefuses) {
+  HostFacts f = Facts(true, true, true);
+  EXPECT_EQ(SeccompRefusal(f), "");
+  f.seccomp_error = "the kernel takes no seccomp filters";
+  EXPECT_THAT(PostureLine(f),
+              HasSubstr(" seccomp=no seccompError=\"the kernel takes no seccomp filters\""));
+  EXPECT_THAT(SeccompRefusal(f), HasSubstr("the kernel takes no seccomp filters"));
 }
 
 TEST(PostureLineTest, UnconfinedSaysWhyAndWhatHappensToAllowlists) {

@@ -14,6 +14,7 @@
 #include "limits/run_cgroup.h"
 #include "net/netns.h"
 #include "sandbox/bwrap_args.h"
+#include "seccomp/seccomp_filter.h"
 
 namespace codespace {
 
@@ -168,6 +169,7 @@ HostFacts ProbeHost(const ProbeOptions& options) {
   f.require_confinement = options.require_confinement;
   ProbeIdentity(&f);
   f.limits = ProbeLimits(options);
+  f.seccomp_error = SeccompUnavailableReason();
   return f;
 }
 

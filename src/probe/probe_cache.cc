@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/file_util.h"
 #include "sandbox/bwrap_args.h"
+#include "seccomp/seccomp_filter.h"
 
 namespace codespace {
 
@@ -228,6 +229,7 @@ HostFacts ProbeHostRemembering(const ProbeOptions& options, const std::string& c
   f.require_confinement = options.require_confinement;
   ProbeIdentity(&f);
   f.limits = ProbeLimits(options);  // cheap (a few stat calls): read afresh every time
+  f.seccomp_error = SeccompUnavailableReason();  // in-process and ~1 ms: never remembered
   return f;
 }
 

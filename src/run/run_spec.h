@@ -30,6 +30,9 @@ struct RunSpec {
   BrokerSpec broker;
   FsView fs;  // what of the host the run sees (run/fs_view.h)
   RunLimits limits;                    // memory, processes, CPU, /tmp size, open files
+  // The syscall filter's one opt-in (docs/seccomp.md): ptrace, process_vm_readv/writev and
+  // pidfd_getfd on the run's own processes, for debugging inside a run. Off by default.
+  bool allow_ptrace = false;
 
   friend bool operator==(const RunSpec&, const RunSpec&) = default;
 };

@@ -156,6 +156,10 @@ std::vector<std::string> BuildBwrapArgv(const BwrapLayout& l) {
   }
   a.push_back("--cap-drop");
   a.push_back("ALL");
+  if (l.seccomp_fd >= 0) {
+    a.push_back("--seccomp");
+    a.push_back(std::to_string(l.seccomp_fd));
+  }
   a.push_back("--");
   for (const auto& c : l.command) a.push_back(c);
   return a;

@@ -36,6 +36,9 @@ struct BwrapLayout {
   // creates nothing in a host directory. The host path itself may sit in /tmp or a hidden dir,
   // which the sandbox does not see. Empty: the command runs directly.
   std::string init_path;
+  // The descriptor (inside bubblewrap) holding the run's compiled syscall filter, which
+  // bubblewrap loads last before it execs the command: `--seccomp N`. -1: none (the trial).
+  int seccomp_fd = -1;
   std::vector<std::string> command;
   // Limits (issue 15). tmp_bytes: /tmp and /var/tmp each a tmpfs of at most this size (bubblewrap
   // --size; 0: the kernel's default, half of RAM). in_cgroup: the run is held by a cgroup of its
@@ -53,7 +56,7 @@ struct BwrapLayout {
 //      --tmpfs /tmp --tmpfs /var/tmp <view.extra> [--ro-bind file dest]...
 //      [--ro-bind init /dev/.codespace-init] <view.user holding ws> [--bind ws ws --chdir ws]
 //      <view.user> [--tmpfs hidden --remount-ro hidden]... [--remount-ro /]
-//      --clearenv --setenv K V... --cap-drop ALL -- cmd
+//      --clearenv --setenv K V... --cap-drop ALL [--seccomp N] -- cmd
 //
 // --uid/--gid: the run is an ordinary user inside (sandbox/inside_user.h), whatever host uid
 // bubblewrap runs as.

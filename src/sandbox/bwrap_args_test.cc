@@ -54,6 +54,21 @@ TEST(BwrapArgsTest, WorkspaceSourceIsBoundOntoTheWorkspace) {
   EXPECT_EQ(*(bind + 4), "/work/ws");
 }
 
+// The run's syscall filter: bubblewrap loads it from the descriptor just before the command.
+TEST(BwrapArgsTest, SeccompFdIsTheLastFlagBeforeTheCommand) {
+  BwrapLayout l = Layout(false);
+  auto without = BuildBwrapArgv(l);
+  EXPECT_THAT(without, Not(Contains("--seccomp")));
+  l.seccomp_fd = 4;
+  auto with = BuildBwrapArgv(l);
+  auto dashdash = std::find(with.begin(), with.end(), "--");
+  ASSERT_GE(dashdash - with.begin(), 2);
+  EXPECT_EQ(*(dashdash - 2), "--seccomp");
+  EXPECT_EQ(*(dashdash - 1), "4");
+  with.erase(dashdash - 2, dashdash);
+  EXPECT_EQ(with, without);
+}
+
 TEST(BwrapArgsTest, SharedDiffersOnlyInTheNetworkNamespace) {
   auto severed = BuildBwrapArgv(Layout(false));
   auto shared = BuildBwrapArgv(Layout(true));

@@ -28,6 +28,7 @@
 #include "sandbox/bwrap_args.h"
 #include "sandbox/host_layout.h"
 #include "sandbox/inside_user.h"
+#include "seccomp/seccomp_filter.h"
 
 namespace codespace {
 
@@ -56,6 +57,9 @@ using Clock = std::chrono::steady_clock;
 
 // The fds a sandboxed command's init inherits, by number inside the sandbox.
 constexpr int kStatusFd = 3;
+// The run's compiled syscall filter, read (and closed) by bubblewrap's --seccomp, or unconfined
+// by codespace-init's --seccomp, before the command starts.
+constexpr int kSeccompFd = 4;
 constexpr size_t kChunk = 64 * 1024;
 // How much one stream may move before the wait loop looks at everything else again.
 constexpr size_t kPumpBudget = 4 * 1024 * 1024;
@@ -156,9 +160,20 @@ class Launch {
     for (auto* p : {&out, &err, &status}) {
       if (!p->ok()) return RunOutcome::Aborted("sandbox setup failed: " + p->status().message());
     }
+    // Every run is filtered (docs/seccomp.md); no filter, no run.
+    auto bpf = CompileSeccompBpf({.allow_ptrace = r_.spec.allow_ptrace});
+    Result<UniqueFd> seccomp = bpf.ok() ? SeccompBpfFd(*bpf) : Result<UniqueFd>(bpf.status());
+    if (!seccomp.ok()) {
+      return RunOutcome::Aborted("seccomp filter setup failed: " + seccomp.status().message());
+    }
     const bool tty = r_.tty_master_fd >= 0 && r_.stdin_fd >= 0;
     std::vector<std::string> command = {confined ? std::string(kSandboxInitPath) : r_.init_path,
                                         std::to_string(kStatusFd)};
+    // Unconfined, no bubblewrap loads it: codespace-init does, before it reports "started".
+    if (!confined) {
+      command.push_back("--seccomp");
+      command.push_back(std::to_string(kSeccompFd));
+    }
     if (tty) command.push_back("--tty");
     if (!r_.broker_socket.empty()) {
       std::string names;
@@ -173,11 +188,18 @@ class Launch {
     for (const auto& a : r_.spec.argv) command.push_back(a);
 
     SpawnOptions o;
-    o.fds = {{out->write.get(), 1}, {err->write.get(), 2}, {status->write.get(), kStatusFd}};
+    o.fds = {{out->write.get(), 1},
+             {err->write.get(), 2},
+             {status->write.get(), kStatusFd},
+             {seccomp->get(), kSeccompFd}};
     if (r_.stdin_fd >= 0) o.fds.push_back({r_.stdin_fd, 0});  // else /dev/null
-    if (tty)
-      o.fds = {
-          {r_.stdin_fd, 0}, {r_.stdin_fd, 1}, {r_.stdin_fd, 2}, {status->write.get(), kStatusFd}};
+    if (tty) {
+      o.fds = {{r_.stdin_fd, 0},
+               {r_.stdin_fd, 1},
+               {r_.stdin_fd, 2},
+               {status->write.get(), kStatusFd},
+               {seccomp->get(), kSeccompFd}};
+    }
     // Limits: the cgroup joined before exec; every process of the run is the OOM killer's first
     // choice, before the worker and its supervisors; open files capped before exec.
     o.cgroup_procs_fds = r_.cgroup_procs_fds;
@@ -210,6 +232,7 @@ class Launch {
       l.hidden_dirs = r_.hidden_dirs;
       l.env = SandboxEnvironment(r_.spec.env, l.view.home);
       l.init_path = r_.init_path;
+      l.seccomp_fd = kSeccompFd;
       l.command = command;
       l.tmp_bytes = r_.spec.limits.tmp_bytes;
       l.in_cgroup = !r_.cgroup_procs_fds.empty() && ::access("/sys/fs/cgroup", F_OK) == 0;

@@ -1,6 +1,16 @@
 // codespace-init: the first program inside every bubblewrap sandbox.
 //
-//   codespace-init STATUS_FD [--tty] [--relay PORT SOCKET NAME[,NAME...]] COMMAND [ARGS...]
+//   codespace-init STATUS_FD [--seccomp FD] [--tty] [--relay PORT SOCKET NAME[,NAME...]]
+//                  COMMAND [ARGS...]
+//
+// With --seccomp (unconfined runs: no bubblewrap loads the filter) it reads the run's compiled
+// syscall filter from FD to its end, closes FD and loads the filter (no_new_privs, seccomp(2))
+// before anything else — before the relay, before "started" — so that this process, the relay
+// and the command are filtered exactly as a confined run is under bubblewrap's --seccomp. It
+// takes the compiled program from an inherited descriptor rather than building it: init stays
+// libc-only (no libseccomp in a static binary), it gets the very bytes the supervisor compiled
+// and named, and no file on disk can be swapped for another program in between. If the filter
+// cannot be loaded the command never starts (exit 125, no "started").
 //
 // With --tty (`codespace run -t`) its stdin is the run's own pty (never the user's terminal):
 // it makes that its controlling terminal (in a session it leads) and runs the command in a
@@ -37,6 +47,7 @@
 #include <string>
 
 #include "relay/sandbox_relay.h"
+#include "seccomp/bpf_install.h"
 
 namespace {
 
@@ -55,6 +66,21 @@ void Report(int fd, const char* what, int n) {
   }
 }
 
+// Reads the compiled filter from `fd` (to its end), closes it and loads it; 0 or an errno.
+int LoadSeccompFrom(int fd) {
+  std::string program;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) break;
+    program.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return codespace::InstallBpfFilter(program.data(), program.size());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,16 +93,30 @@ int main(int argc, char** argv) {
     return 125;
   }
   if (argc < 3) {
-    fprintf(stderr, "usage: codespace-init STATUS_FD [--relay PORT SOCKET NAMES] COMMAND...\n");
+    fprintf(
+        stderr,
+        "usage: codespace-init STATUS_FD [--seccomp FD] [--tty] [--relay PORT SOCKET NAMES] "
+        "COMMAND...\n");
     return 125;
   }
   int status_fd = atoi(argv[1]);
   int cmd_index = 2;
+  if (std::string(argv[cmd_index]) == "--seccomp") {
+    if (argc < cmd_index + 3) {
+      fprintf(stderr, "codespace-init: --seccomp needs FD and a command\n");
+      return 125;
+    }
+    if (int err = LoadSeccompFrom(atoi(argv[cmd_index + 1])); err != 0) {
+      fprintf(stderr, "codespace-init: cannot load the run's syscall filter: %s\n", strerror(err));
+      return 125;
+    }
+    cmd_index += 2;
+  }
   bool tty = false;
-  if (std::string(argv[2]) == "--tty") {
+  if (std::string(argv[cmd_index]) == "--tty") {
     tty = true;
     ++cmd_index;
-    if (argc < 4) return 125;
+    if (argc <= cmd_index) return 125;
     // Only a session leader may take a controlling terminal. Confined, bubblewrap's
     // --new-session made its pid-namespace init the leader, not this process: a session of our
     // own, inside the sandbox (unconfined we lead one already and setsid fails harmlessly).

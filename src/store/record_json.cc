@@ -280,6 +280,7 @@ Json SpecToValue(const RunSpec& spec) {
   }
   value["fs"] = FsViewToValue(spec.fs);
   if (!spec.limits.empty()) value["limits"] = LimitsToValue(spec.limits);
+  if (spec.allow_ptrace) value["allow_ptrace"] = true;  // absent: off (older records too)
   return value;
 }
 
@@ -357,6 +358,7 @@ Json RecordToValue(const RunRecord& record) {
   value["setup_ms"] = OptionalIntToValue(record.setup_ms);
   value["host_uid"] = OptionalIntToValue(record.host_uid);
   value["host_gid"] = OptionalIntToValue(record.host_gid);
+  value["seccomp"] = record.seccomp;
   value["network_report"] = NetworkReportToValue(record.network_report);
   value["logs"] = LogsToValue(record.stdout_log, record.stderr_log);
   value["name"] = record.name;
@@ -386,7 +388,7 @@ Result<EgressPolicy> EgressFromValue(const Json& value, std::string_view path) {
 Result<RunSpec> SpecFromValue(const Json& value, std::string_view path) {
   RETURN_IF_ERROR(CheckObject(value, path,
                               {"argv", "env", "workspace", "egress", "timeout_seconds", "broker",
-                               "fs", "limits"}));
+                               "fs", "limits", "allow_ptrace"}));
   RunSpec spec;
   ASSIGN_OR_RETURN(const Json* argv, RequiredField(value, path, "argv"));
   ASSIGN_OR_RETURN(spec.argv, ReadStringArray(*argv, Child(path, "argv")));
@@ -415,6 +417,10 @@ Result<RunSpec> SpecFromValue(const Json& value, std::string_view path) {
   }
   if (const Json* limits = FindField(value, "limits")) {
     ASSIGN_OR_RETURN(spec.limits, LimitsFromValue(*limits, Child(path, "limits")));
+  }
+  if (const Json* trace = FindField(value, "allow_ptrace")) {
+    if (!trace->is_boolean()) return FieldError(Child(path, "allow_ptrace"), "must be a boolean");
+    spec.allow_ptrace = trace->get<bool>();
   }
   return spec;
 }
@@ -450,7 +456,7 @@ Result<RunRecord> RecordFromValue(const Json& value) {
                               {"id", "spec", "plan", "network", "namespace", "state", "exit_code",
                                "signal", "reason", "created_ms", "started_ms", "ended_ms",
                                "setup_ms", "host_uid", "host_gid", "network_report", "logs",
-                               "name", "idempotency_key", "usage"}));
+                               "name", "idempotency_key", "usage", "seccomp"}));
   RunRecord record;
   ASSIGN_OR_RETURN(record.id, RequiredString(value, "", "id"));
   ASSIGN_OR_RETURN(const Json* spec, RequiredField(value, "", "spec"));
@@ -501,6 +507,11 @@ Result<RunRecord> RecordFromValue(const Json& value) {
   }
   if (const Json* usage = FindField(value, "usage")) {
     ASSIGN_OR_RETURN(record.usage, UsageFromValue(*usage, "usage"));
+  }
+  // Optional too: records and workers from before the syscall filter have none.
+  if (const Json* seccomp = FindField(value, "seccomp")) {
+    if (!seccomp->is_string()) return FieldError("seccomp", "must be a string");
+    record.seccomp = seccomp->get<std::string>();
   }
   return record;
 }

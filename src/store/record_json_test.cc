@@ -172,6 +172,7 @@ TEST(RunRecordJsonTest, FieldsAreNamedAsDocumented) {
                               R"("created_ms":1700000000123,"started_ms":1700000000456,)"
                               R"("ended_ms":1700000090789,"setup_ms":41,)"
                               R"("host_uid":null,"host_gid":null,)"
+                              R"("seccomp":"sha256:5ec0)" + std::string(60, '0') + R"(",)"
                               R"("network_report":{"dns_admitted":[],)"
                               R"("dns_refused":[],"dropped_packets":0,"broker_connections":0,)"
                               R"("broker_failed":0,"broker_bytes_to":0,"broker_bytes_from":0},)"
@@ -236,7 +237,7 @@ TEST(RunRecordJsonTest, SetupTimeIsNullWhenUnsetAndMayBeMissing) {
   record->setup_ms = std::nullopt;
   std::string json = RunRecordToJson(*record);
   EXPECT_THAT(json, HasSubstr(R"("ended_ms":1700000090789,"setup_ms":null,"host_uid":null,)"
-                              R"("host_gid":null,"network_report")"));
+                              R"("host_gid":null,"seccomp":")"));
   Result<RunRecord> parsed = RunRecordFromJson(json);
   ASSERT_OK(parsed);
   EXPECT_EQ(*parsed, *record);

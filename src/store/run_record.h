@@ -56,6 +56,9 @@ struct RunRecord {
   // What the run used (its cgroup's peak memory, CPU seconds, peak processes, OOM kills) and
   // the limit that ended it, if one did. Empty when it had no cgroup.
   RunUsage usage;
+  // The syscall filter the run is launched under (SeccompFilterName: "sha256:..."), named at
+  // admission from its spec; empty for a run never admitted (and records from before it).
+  std::string seccomp;
 
   friend bool operator==(const RunRecord&, const RunRecord&) = default;
 };

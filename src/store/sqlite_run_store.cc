@@ -88,6 +88,10 @@ CREATE INDEX runs_by_name ON runs (name, created_ms);
     {8, R"sql(
 ALTER TABLE runs ADD COLUMN usage_json TEXT NOT NULL DEFAULT '{}';
 )sql"},
+    // The syscall filter a run is launched under ("sha256:..."); '' for runs from before it.
+    {9, R"sql(
+ALTER TABLE runs ADD COLUMN seccomp TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 constexpr bool MigrationsAreInOrder() {
@@ -101,31 +105,31 @@ static_assert(MigrationsAreInOrder(), "kMigrations must be numbered 1, 2, 3, ...
 
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 
-// Column order shared by INSERT, UPDATE (?1..?20) and SELECT (columns 0..19).
+// Column order shared by INSERT, UPDATE (?1..?21) and SELECT (columns 0..20).
 constexpr char kColumns[] =
     "id, spec_json, plan, network, namespace, state, exit_code, signal, reason, created_ms, "
     "started_ms, ended_ms, network_report_json, logs_json, setup_ms, host_uid, host_gid, name, "
-    "idempotency_key, usage_json";
+    "idempotency_key, usage_json, seccomp";
 
 constexpr char kInsertSql[] =
     "INSERT INTO runs (id, spec_json, plan, network, namespace, state, exit_code, signal, reason, "
     "created_ms, started_ms, ended_ms, network_report_json, logs_json, setup_ms, host_uid, "
-    "host_gid, name, idempotency_key, usage_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-    "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
+    "host_gid, name, idempotency_key, usage_json, seccomp) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+    "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)";
 
-// Compare-and-set: only a row still in the expected state (?21) is replaced.
+// Compare-and-set: only a row still in the expected state (?22) is replaced.
 constexpr char kUpdateSql[] =
     "UPDATE runs SET spec_json = ?2, plan = ?3, network = ?4, namespace = ?5, state = ?6, "
     "exit_code = ?7, signal = ?8, reason = ?9, created_ms = ?10, started_ms = ?11, "
     "ended_ms = ?12, network_report_json = ?13, logs_json = ?14, setup_ms = ?15, host_uid = ?16, "
-    "host_gid = ?17, name = ?18, idempotency_key = ?19, usage_json = ?20 WHERE id = ?1 AND "
-    "state = ?21";
+    "host_gid = ?17, name = ?18, idempotency_key = ?19, usage_json = ?20, seccomp = ?21 WHERE "
+    "id = ?1 AND state = ?22";
 
 Status BindOptionalInt(sqlite::Statement& stmt, int index, const std::optional<int>& value) {
   return value.has_value() ? stmt.BindInt64(index, *value) : stmt.BindNull(index);
 }
 
-// Binds ?1..?20 in kColumns order (?21 is Update's expected state).
+// Binds ?1..?21 in kColumns order (?22 is Update's expected state).
 Status BindRecord(sqlite::Statement& stmt, const RunRecord& record) {
   RETURN_IF_ERROR(stmt.BindText(1, record.id));
   RETURN_IF_ERROR(stmt.BindText(2, RunSpecToJson(record.spec)));
@@ -148,6 +152,7 @@ Status BindRecord(sqlite::Statement& stmt, const RunRecord& record) {
   RETURN_IF_ERROR(record.idempotency_key.empty() ? stmt.BindNull(19)
                                                  : stmt.BindText(19, record.idempotency_key));
   RETURN_IF_ERROR(stmt.BindText(20, record.usage.empty() ? "{}" : RunUsageToJson(record.usage)));
+  RETURN_IF_ERROR(stmt.BindText(21, record.seccomp));
   return OkStatus();
 }
 
@@ -202,6 +207,7 @@ Result<RunRecord> RecordFromRow(const sqlite::Statement& row) {
   if (!row.ColumnIsNull(18)) record.idempotency_key = row.ColumnText(18);
   ASSIGN_OR_RETURN(record.usage,
                    StoredValue(RunUsageFromJson(row.ColumnText(19)), id, "usage_json"));
+  record.seccomp = row.ColumnText(20);
   return record;
 }
 
@@ -428,7 +434,7 @@ Status SqliteRunStore::Update(const RunRecord& updated, RunState expected) {
   {
     ASSIGN_OR_RETURN(sqlite::Statement stmt, sqlite::Statement::Prepare(db_.get(), kUpdateSql));
     RETURN_IF_ERROR(BindRecord(stmt, updated));
-    RETURN_IF_ERROR(stmt.BindText(21, RunStateName(expected)));
+    RETURN_IF_ERROR(stmt.BindText(22, RunStateName(expected)));
     RETURN_IF_ERROR(stmt.Step());
   }
   if (sqlite3_changes(db_.get()) == 0) {

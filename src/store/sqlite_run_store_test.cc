@@ -542,10 +542,12 @@ PRAGMA user_version = 4;
   Result<RunRecord> exited = FullRecord(IdFor(1));
   ASSERT_OK(exited);
   exited->setup_ms = std::nullopt;  // version 4 had nowhere to keep one
+  exited->seccomp.clear();           // nor a filter's name (version 6)
   exited->network_report.dropped_packets = 3;
   exited->stdout_log = {12, "ab12", true};
   RunRecord running = Record(IdFor(2), RunState::kRunning, 20);
   running.setup_ms = std::nullopt;
+  running.seccomp.clear();
   running.started_ms = 21;
   for (const RunRecord* r : {&*exited, &running}) {
     RawExec(fmt::format(
@@ -563,7 +565,7 @@ PRAGMA user_version = 4;
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(RawPragma("user_version"), SqliteRunStore::LatestSchemaVersion());
-  EXPECT_EQ(SqliteRunStore::LatestSchemaVersion(), 8);
+  EXPECT_EQ(SqliteRunStore::LatestSchemaVersion(), 9);
   Result<RunRecord> got = store->Get(IdFor(1));
   ASSERT_OK(got);
   EXPECT_EQ(*got, *exited);

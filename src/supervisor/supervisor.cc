@@ -24,6 +24,7 @@
 #include "relay/broker_bridge.h"
 #include "relay/relay.h"
 #include "sandbox/launcher.h"
+#include "seccomp/syscall_policy.h"
 #include "store/sqlite_run_store.h"
 #include "supervisor/ended_record.h"
 #include "supervisor/log_file.h"
@@ -356,6 +357,14 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
     } else if ((cgroup = std::move(*made))) {
       req.cgroup_procs_fds = cgroup->procs_fds();
     }
+  // The record names the syscall filter the run was admitted under; the launch builds its own
+  // from the spec and must build that one (another binary since admission: not launched).
+  const std::string filter = SeccompFilterName({.allow_ptrace = record->spec.allow_ptrace});
+  if (status.outcome.reason.empty() && !record->seccomp.empty() && record->seccomp != filter) {
+    status.outcome = RunOutcome::Aborted(fmt::format(
+        "seccomp filter setup failed: the run was admitted under filter {} but this supervisor "
+        "builds {}",
+        record->seccomp, filter));
   }
   if (status.outcome.reason.empty()) {
     launched = std::chrono::steady_clock::now();

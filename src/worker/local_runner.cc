@@ -5,6 +5,7 @@
 #include "base/clock.h"
 #include "policy/public_suffix.h"
 #include "run/run_labels.h"
+#include "seccomp/syscall_policy.h"
 
 namespace codespace {
 
@@ -59,6 +60,9 @@ Result<RunRecord> LocalProcessRunner::Admitted(const RunSpec& spec, bool running
   r.namespace_name = a.namespace_name;
   r.reason = a.reason;
   if (a.admitted) r.spec.limits = a.limits;  // the defaults filled in: what it runs with
+  // The filter its launch installs (a pure function of the spec): named now, so that the record
+  // says it while the run is running, and the supervisor refuses to launch under another.
+  if (a.admitted) r.seccomp = SeccompFilterName({.allow_ptrace = spec.allow_ptrace});
   if (a.admitted && running) {
     r.state = RunState::kRunning;
     r.started_ms = r.created_ms;

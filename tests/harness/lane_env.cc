@@ -121,6 +121,7 @@ Status StagedInstall::Stage() {
   }
   RETURN_IF_ERROR(MakeDirs(workspace() + "/.probe", 0755));
   RETURN_IF_ERROR(CopyExecutable(build + "/tests/escape_probe", probe()));
+  RETURN_IF_ERROR(CopyExecutable(build + "/tests/seccomp_probe", seccomp_probe()));
   for (const std::string& d : {workspace(), state_dir()}) RETURN_IF_ERROR(Chown(d, owner_));
   return OkStatus();
 }

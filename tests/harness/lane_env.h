@@ -45,6 +45,7 @@ class StagedInstall {
   std::string codespace() const { return dir_.path() + "/bin/codespace"; }
   // Inside the workspace: the run's /tmp is private, so a probe under /tmp/... would be hidden.
   std::string probe() const { return workspace() + "/.probe/escape_probe"; }
+  std::string seccomp_probe() const { return workspace() + "/.probe/seccomp_probe"; }
   std::string workspace() const { return dir_.path() + "/workspace"; }
   std::string state_dir() const { return dir_.path() + "/state"; }
   const std::string& root() const { return dir_.path(); }
