@@ -357,6 +357,7 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
     } else if ((cgroup = std::move(*made))) {
       req.cgroup_procs_fds = cgroup->procs_fds();
     }
+  }
   // The record names the syscall filter the run was admitted under; the launch builds its own
   // from the spec and must build that one (another binary since admission: not launched).
   const std::string filter = SeccompFilterName({.allow_ptrace = record->spec.allow_ptrace});
