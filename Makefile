@@ -11,7 +11,8 @@ DEBS := build-essential cmake ninja-build pkg-config clang-format \
         bubblewrap iproute2 nftables util-linux procps python3 \
         libfmt-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev sqlite3 libssl-dev \
         libnftables-dev libmnl-dev \
-        libgtest-dev libgmock-dev
+        libgtest-dev libgmock-dev \
+        libtomlplusplus-dev help2man
 
 .PHONY: deps agents build run test unit lanes install format clean mutate bench fuzz
 

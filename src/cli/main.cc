@@ -30,6 +30,7 @@
 #include "cli/log_follow.h"
 #include "cli/record_format.h"
 #include "cli/state_dir.h"
+#include "config/config_file.h"
 #include "plan/admission.h"
 #include "posture/host_facts.h"
 #include "probe/host_probe.h"
@@ -655,7 +656,18 @@ int Main(int argc, char** argv) {
   if (app.got_subcommand("runs")) return CmdRuns(state_dir, runs_state, runs_limit, runs_json);
   if (app.got_subcommand("show")) return CmdShow(state_dir, show_id, show_json);
   if (app.got_subcommand("submit")) return CmdSubmit(submit_flags, quiet, state_dir);
-  if (app.got_subcommand("worker")) return CmdWorker(quiet, state_dir);
+  if (app.got_subcommand("worker")) {
+    // The configuration file (src/config/config_file.h): exported into this process's
+    // environment (which beats it) before anything reads a setting; a bad file stops the worker.
+    auto config = ApplyConfigFileToEnvironment(WorkerConfigKeys());
+    if (!config.ok()) {
+      PrintError(config.status());
+      return kExitCodespaceFailed;
+    }
+    if (!quiet && !config->empty()) fmt::print(stderr, "codespace worker: {}\n", *config);
+    if (app.get_option("--state-dir")->count() == 0) state_dir = DefaultStateDir();
+    return CmdWorker(quiet, state_dir);
+  }
   if (app.got_subcommand("logs")) return CmdLogs(state_dir, logs_id, logs_follow);
   if (app.got_subcommand("cancel")) return CmdCancel(state_dir, cancel_id);
   return kExitCodespaceFailed;
