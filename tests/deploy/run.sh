@@ -75,6 +75,13 @@ missing=$(docker run --rm --network none --entrypoint sh codespace/worker:test -
   'ldd /usr/bin/codespace /usr/libexec/codespace/codespace-init | grep "not found" || true')
 check "runtime image has every library the binaries link (ldd)" [ -z "$missing" ]
 
+printf 'stop_grace_ms = 5000\nstate_dri = "/x"\n' >"$work/bad.toml"
+bad_out=$(docker run --rm --network none -v "$work/bad.toml:/etc/codespace/worker.toml:ro" \
+  codespace/worker:test worker 2>&1) && bad_rc=0 || bad_rc=$?
+echo "    bad worker.toml: exit $bad_rc: $bad_out"
+check "worker refuses to start on a bad /etc/codespace/worker.toml, naming line and key" \
+  bash -c "[ $bad_rc = 125 ] && grep -q 'worker.toml:2: unknown setting \"state_dri\"' <<<'$bad_out'"
+
 # Waits for the worker's API to answer; prints the worker's log on failure.
 wait_worker() {
   local cid
