@@ -5,7 +5,7 @@
 # link, as dpkg-shlibdeps finds them — so the list cannot fall behind a new library.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:?usage: make-deb.sh RELEASE_BUILD_DIR}
+build=$(realpath -m "${1:?usage: make-deb.sh RELEASE_BUILD_DIR}")
 stage=$build/deb/root
 version=$(sed -n 's/^project(codespace VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
 arch=$(dpkg --print-architecture)
