@@ -3,11 +3,12 @@
 # dockerd_start starts it and arms dockerd_stop, which removes every process, mount, link and
 # directory it made; the caller traps EXIT/INT/TERM to dockerd_stop.
 DEPLOY_NAME=${DEPLOY_NAME:-codespace-deploy}
-DOCKERD_SOCK=/var/run/docker-$DEPLOY_NAME.sock
+# /run, not /var/run: /var/run is a symlink to it, and mountinfo names the real path.
+DOCKERD_SOCK=/run/docker-$DEPLOY_NAME.sock
 DOCKERD_DATA=/var/lib/$DEPLOY_NAME/docker
-DOCKERD_EXEC=/var/run/$DEPLOY_NAME-docker
-DOCKERD_PIDFILE=/var/run/$DEPLOY_NAME-docker.pid
-DOCKERD_CONFIG=/var/run/$DEPLOY_NAME-daemon.json
+DOCKERD_EXEC=/run/$DEPLOY_NAME-docker
+DOCKERD_PIDFILE=/run/$DEPLOY_NAME-docker.pid
+DOCKERD_CONFIG=/run/$DEPLOY_NAME-daemon.json
 DOCKERD_LOG=${DOCKERD_LOG:-/tmp/$DEPLOY_NAME-dockerd.log}
 # Debian's docker.io client, not whatever else PATH has.
 DOCKER_BIN=/usr/bin/docker
@@ -42,7 +43,7 @@ dockerd_start() {
 _dockerd_our_pids() {
   local p
   for p in /proc/[0-9]*; do
-    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qE -- "$DOCKERD_EXEC|$DOCKERD_DATA|$DOCKERD_SOCK" &&
+    tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qE -- "$DOCKERD_EXEC|$DOCKERD_DATA|$DOCKERD_SOCK" &&
       echo "${p#/proc/}"
   done
 }

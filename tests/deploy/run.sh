@@ -56,15 +56,19 @@ base_images
 
 step "docker build -f Dockerfile.worker (build stage, then the runtime image)"
 cache_from=()
+ids_before=$(docker image inspect -f '{{.Id}}' codespace-deploy/build:cache codespace/worker:test 2>/dev/null | tr '\n' ' ' || true)
 docker image inspect codespace-deploy/build:cache >/dev/null 2>&1 &&
   cache_from=(--cache-from codespace-deploy/build:cache --cache-from codespace/worker:test)
 docker build -q --network host "${cache_from[@]}" -f "$src/Dockerfile.worker" --target build \
   -t codespace-deploy/build:cache "$src" >/dev/null
 docker build -q --network host "${cache_from[@]}" --cache-from codespace-deploy/build:cache \
   -f "$src/Dockerfile.worker" -t codespace/worker:test "$src" >/dev/null
-step "saving the image cache"
-docker save -o "$IMAGES_TAR.partial" debian:bookworm debian:bookworm-slim \
-  codespace-deploy/build:cache codespace/worker:test && mv "$IMAGES_TAR.partial" "$IMAGES_TAR"
+ids_after=$(docker image inspect -f '{{.Id}}' codespace-deploy/build:cache codespace/worker:test | tr '\n' ' ')
+if [ "$ids_after" != "${ids_before:-}" ] || [ ! -s "$IMAGES_TAR" ]; then
+  step "saving the image cache"
+  docker save -o "$IMAGES_TAR.partial" debian:bookworm debian:bookworm-slim \
+    codespace-deploy/build:cache codespace/worker:test && mv "$IMAGES_TAR.partial" "$IMAGES_TAR"
+fi
 
 # --- the image itself ---------------------------------------------------------------------
 user=$(docker image inspect -f '{{.Config.User}}' codespace/worker:test)
@@ -72,7 +76,7 @@ check "image runs as uid 1654" [ "$user" = "1654:1654" ]
 check "image has a healthcheck on the API socket" \
   bash -c "docker image inspect -f '{{json .Config.Healthcheck}}' codespace/worker:test | grep -q /v1/posture"
 missing=$(docker run --rm --network none --entrypoint sh codespace/worker:test -c \
-  'ldd /usr/bin/codespace /usr/libexec/codespace/codespace-init | grep "not found" || true')
+  'ldd /usr/bin/codespace /usr/libexec/codespace/codespace-init 2>&1 | grep "not found" || true')
 check "runtime image has every library the binaries link (ldd)" [ -z "$missing" ]
 
 printf 'stop_grace_ms = 5000\nstate_dri = "/x"\n' >"$work/bad.toml"
@@ -96,7 +100,7 @@ wait_worker() {
   compose "${files[@]}" logs worker >&2
   return 1
 }
-client() { compose "${files[@]}" run --rm -T client "$@"; }
+client() { compose "${files[@]}" run --rm -T client "$@" 2>>"$work/compose.log"; }
 # Submits through the API (the client container) and waits until the record is final.
 run_to_end() {  # run_to_end OUT_JSON_FILE SUBMIT-ARGS...
   local out=$1; shift
@@ -173,7 +177,7 @@ compose "${files[@]}" down -v >/dev/null 2>&1
 
 # --- the .deb in a clean container --------------------------------------------------------
 step ".deb: apt-get install in a clean container with no network"
-cid=$(docker create codespace-deploy/build:cache)
+cid=$(docker create codespace-deploy/build:cache true)
 docker cp "$cid:/codespace.deb" "$work/" >/dev/null
 docker rm "$cid" >/dev/null
 deb=$work/codespace.deb
@@ -181,10 +185,13 @@ deps=$(dpkg-deb -f "$deb" Depends)
 echo "    Depends: $deps"
 check ".deb depends on bubblewrap, nftables, iproute2" \
   bash -c "grep -q bubblewrap <<<'$deps' && grep -q nftables <<<'$deps' && grep -q iproute2 <<<'$deps'"
+listing=$(dpkg-deb -c "$deb" | awk '{print $6}')
+has() { grep -qx "$1" <<<"$listing"; }
 check ".deb has the binaries, the unit, the configuration and the man page" bash -c \
-  "dpkg-deb -c '$deb' | grep -q ' ./usr/bin/codespace$' && dpkg-deb -c '$deb' | grep -q ' ./usr/libexec/codespace/codespace-init$' &&
-   dpkg-deb -c '$deb' | grep -q 'lib/systemd/system/codespace-worker.service' && dpkg-deb -c '$deb' | grep -q ' ./etc/codespace/worker.toml$' &&
-   dpkg-deb -c '$deb' | grep -q 'usr/share/man/man1/codespace.1.gz'"
+  "$(declare -f has); listing='$listing'; has ./usr/bin/codespace && has ./usr/libexec/codespace/codespace-init &&
+   has ./lib/systemd/system/codespace-worker.service && has ./etc/codespace/worker.toml &&
+   has ./usr/share/doc/codespace/examples/worker.toml.example && has ./usr/share/man/man1/codespace.1.gz"
+check ".deb: /etc/codespace/worker.toml is a conffile" bash -c "dpkg-deb --ctrl-tarfile '$deb' | tar -xOf - ./conffiles | grep -qx /etc/codespace/worker.toml"
 # The dependencies are not downloadable without a network: a derived image gets them first
 # (built with --network host, like the worker's), from the .deb's own Depends: field, so the
 # offline `apt-get install ./codespace.deb` below shows that field is complete and installable.
