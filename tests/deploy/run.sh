@@ -64,6 +64,7 @@ docker build -q --network host "${cache_from[@]}" -f "$src/Dockerfile.worker" --
 docker build -q --network host "${cache_from[@]}" --cache-from codespace-deploy/build:cache \
   -f "$src/Dockerfile.worker" -t codespace/worker:test "$src" >/dev/null
 ids_after=$(docker image inspect -f '{{.Id}}' codespace-deploy/build:cache codespace/worker:test | tr '\n' ' ')
+echo "    images before: ${ids_before:-none}; after: $ids_after" | sed 's/sha256:\([0-9a-f]\{12\}\)[0-9a-f]*/\1/g'
 if [ "$ids_after" != "${ids_before:-}" ] || [ ! -s "$IMAGES_TAR" ]; then
   step "saving the image cache"
   docker save -o "$IMAGES_TAR.partial" debian:bookworm debian:bookworm-slim \
