@@ -131,18 +131,24 @@ api_posture=$(client posture)
 check "shipped: client reads the posture through the API socket volume" \
   grep -q 'confines=no' <<<"$api_posture"
 
-run_to_end "$work/none.json" --egress none -- sh -c 'ip -o link; echo none-ran' >/dev/null
+id=$(run_to_end "$work/none.json" --egress none -- sh -c 'ip -o link; echo none-ran')
 state=$(field "$work/none.json" state) net=$(field "$work/none.json" network)
 echo "    none: state=$state network=$net reason=$(field "$work/none.json" reason)"
 check "shipped: a none run is severed by a namespace of its own or aborted" \
   bash -c "[ '$state' = aborted ] || { [ '$state' = exited ] && [ '$net' = severed ]; }"
+none_logs=$(client logs "$id" || true)
+check "shipped: an aborted none run's command never ran" \
+  bash -c "[ '$state' != aborted ] || ! grep -q none-ran <<<'$none_logs'"
 
-run_to_end "$work/allow.json" --egress allowlist --allow 203.0.113.7:443 -- sh -c 'ip -o link' >/dev/null
+id=$(run_to_end "$work/allow.json" --egress allowlist --allow 203.0.113.7:443 -- sh -c 'ip -o link; echo allow-ran')
+allow_logs=$(client logs "$id" || true)
 state=$(field "$work/allow.json" state) net=$(field "$work/allow.json" network)
 echo "    allowlist: state=$state network=$net reason=$(field "$work/allow.json" reason)"
 check "shipped: an allowlist run is aborted or filtered, never on the container's network" \
   bash -c "[ '$state' = aborted ] || [ '$net' = filtered ]"
 check "shipped: the allowlist run's command never ran shared" bash -c "[ '$net' != shared ]"
+check "shipped: an aborted allowlist run's command never ran" \
+  bash -c "[ '$state' != aborted ] || ! grep -q allow-ran <<<'$allow_logs'"
 
 marker=deploy-open-$$
 id=$(run_to_end "$work/open.json" --egress open -- sh -c "echo $marker")
