@@ -11,9 +11,10 @@ DEBS := build-essential cmake ninja-build pkg-config clang-format \
         bubblewrap iproute2 nftables util-linux procps python3 \
         libfmt-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev sqlite3 libssl-dev \
         libnftables-dev libmnl-dev libseccomp-dev \
-        libgtest-dev libgmock-dev publicsuffix
+        libgtest-dev libgmock-dev publicsuffix \
+        libtomlplusplus-dev help2man
 
-.PHONY: deps agents build run test unit lanes install format clean mutate bench fuzz
+.PHONY: deps agents build run test unit lanes release install install-files deb test-deploy format clean mutate bench fuzz
 
 # Installs only what is missing, so a warm machine pays nothing.
 deps:
@@ -51,9 +52,34 @@ unit: build
 lanes: build
 	ctest --test-dir $(BUILD) --output-on-failure -L lane
 
-install: build
-	install -D -m 0755 $(BUILD)/codespace $(PREFIX)/bin/codespace
-	install -D -m 0755 $(BUILD)/codespace-init $(PREFIX)/libexec/codespace/codespace-init
+# A release build (the `release` preset: -O3, no tests), stripped. DESTDIR stages it (make deb).
+BUILD_RELEASE ?= build-release
+release: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j$$(nproc) --target codespace codespace-init
+
+install: release install-files
+
+install-files:
+	install -D -s -m 0755 $(BUILD_RELEASE)/codespace $(DESTDIR)$(PREFIX)/bin/codespace
+	install -D -s -m 0755 $(BUILD_RELEASE)/codespace-init $(DESTDIR)$(PREFIX)/libexec/codespace/codespace-init
+	install -D -m 0644 deploy/worker.toml.example $(DESTDIR)$(PREFIX)/share/doc/codespace/examples/worker.toml.example
+
+# The Debian package: build-release/codespace_VERSION_ARCH.deb (deploy/make-deb.sh says what is in it).
+deb: release
+	./deploy/make-deb.sh $(BUILD_RELEASE)
+
+# The deployment lanes (issue 16; docs/deployment.md): Dockerfile.worker in both postures,
+# docker-compose.yml, and the .deb in a clean container, on a dockerd of their own.
+# Not in DEBS: the worker image's build stage installs DEBS, and needs no docker in it.
+DEPLOY_DEBS := docker.io docker-compose mmdebstrap
+test-deploy:
+	@missing=$$(for p in $(DEPLOY_DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
+	./tests/deploy/run.sh
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

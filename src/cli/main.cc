@@ -38,6 +38,7 @@
 #include "cli/record_format.h"
 #include "cli/state_dir.h"
 #include "config/config.h"
+#include "config/config_file.h"
 #include "plan/admission.h"
 #include "policy/public_suffix.h"
 #include "posture/host_facts.h"
@@ -1024,7 +1025,18 @@ int Main(int argc, char** argv) {
   if (app.got_subcommand("run")) return CmdRun(run_flags, quiet, state_dir, run_interactive);
   if (app.got_subcommand("runs")) return CmdRuns(state_dir, runs_state, runs_limit, json);
   if (app.got_subcommand("submit")) return CmdSubmit(submit_flags, quiet, state_dir, json);
-  if (app.got_subcommand("worker")) return CmdWorker(quiet, state_dir);
+  if (app.got_subcommand("worker")) {
+    // The configuration file (src/config/config_file.h): exported into this process's
+    // environment (which beats it) before anything reads a setting; a bad file stops the worker.
+    auto config = ApplyConfigFileToEnvironment(WorkerConfigKeys());
+    if (!config.ok()) {
+      PrintError(config.status());
+      return kExitCodespaceFailed;
+    }
+    if (!quiet && !config->empty()) fmt::print(stderr, "codespace worker: {}\n", *config);
+    if (app.get_option("--state-dir")->count() == 0) state_dir = DefaultStateDir();
+    return CmdWorker(quiet, state_dir);
+  }
   // "latest" wherever an id is taken.
   for (std::string* id : {&logs_id, &cancel_id, &wait_id, &show_id}) {
     if (id->empty() || IsValidRunId(*id)) continue;  // empty: not this subcommand's
