@@ -190,6 +190,8 @@ HttpResponse ApiHandler::AdmissionOf(const HttpRequest& req, const std::string&)
   HttpResponse error;
   auto spec = SpecFromRequest(req, state_dir_, &error);
   if (!spec) return error;
+  // What creating the run would refuse, the admission refuses in the same words.
+  if (Status w = runner_.CheckWildcards(*spec); !w.ok()) return StatusResponse(w);
   std::string id = NewRunId();
   Admission a = runner_.Plan(*spec, id);
   Json j;
@@ -217,7 +219,8 @@ HttpResponse ApiHandler::CreateRun(const HttpRequest& req, const std::string&) {
     }
   }
   if (!labels.name.empty()) {
-    if (Status n = CheckRunName(labels.name); !n.ok()) return ErrorResponse(400, n.message(), "name");
+    if (Status n = CheckRunName(labels.name); !n.ok())
+      return ErrorResponse(400, n.message(), "name");
   }
   bool replayed = false;
   Result<RunRecord> created = runner_.Create(*spec, labels, &replayed);

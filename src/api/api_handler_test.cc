@@ -1,9 +1,8 @@
 #include "api/api_handler.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -34,8 +33,7 @@ class ApiHandlerTest : public ::testing::Test {
     auto s = SqliteRunStore::Open(dir_.path() + "/codespace.db");
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(*s);
-    handler_ =
-        std::make_unique<ApiHandler>(RefusingHost(), store_.get(), dir_.path());
+    handler_ = std::make_unique<ApiHandler>(RefusingHost(), store_.get(), dir_.path());
   }
   HttpResponse Do(const std::string& method, const std::string& path, const std::string& body = "",
                   std::map<std::string, std::string> query = {}) {
@@ -90,6 +88,21 @@ TEST_F(ApiHandlerTest, RefusedRunIs422WithTheReasonAndTheRecord) {
 // Records with known setup times give exactly these histogram lines: cumulative buckets (a
 // value on a bound counts in it), one series per network posture, sums in seconds; records
 // without a setup time (never started, or recorded before it was measured) count nowhere.
+// A wildcard over a public suffix: creating the run is refused, and so is its admission, with
+// the same status and words (they once disagreed: the admission said admitted).
+TEST_F(ApiHandlerTest, AdmissionRefusesAPublicSuffixWildcardAsCreationDoes) {
+  std::string spec = R"({"argv":["true"],"workspace":")" + dir_.path() +
+                     R"(","egress":{"mode":"allowlist","allowlist":["*.com"]}})";
+  HttpResponse created = Do("POST", "/v1/runs", spec);
+  HttpResponse admitted = Do("POST", "/v1/admission", spec);
+  EXPECT_GE(created.status, 400) << created.body;
+  EXPECT_LT(created.status, 500) << created.body;
+  EXPECT_EQ(admitted.status, created.status) << admitted.body;
+  EXPECT_EQ(nlohmann::json::parse(admitted.body)["error"],
+            nlohmann::json::parse(created.body)["error"]);
+  EXPECT_THAT(admitted.body, ::testing::HasSubstr("public suffix"));
+}
+
 TEST_F(ApiHandlerTest, SetupHistogramFromRecords) {
   int n = 0;
   auto add = [&](NetworkPosture network, std::optional<int64_t> setup_ms) {
@@ -105,13 +118,13 @@ TEST_F(ApiHandlerTest, SetupHistogramFromRecords) {
     ASSERT_TRUE(store_->Insert(r).ok());
   };
   add(NetworkPosture::kSevered, 3);
-  add(NetworkPosture::kSevered, 5);     // on the first bound: counts in le="0.005"
+  add(NetworkPosture::kSevered, 5);  // on the first bound: counts in le="0.005"
   add(NetworkPosture::kSevered, 40);
-  add(NetworkPosture::kSevered, 0);     // under a millisecond is still a setup
+  add(NetworkPosture::kSevered, 0);  // under a millisecond is still a setup
   add(NetworkPosture::kFiltered, 250);
-  add(NetworkPosture::kFiltered, 12000);  // over every bound: +Inf only
+  add(NetworkPosture::kFiltered, 12000);         // over every bound: +Inf only
   add(NetworkPosture::kFiltered, std::nullopt);  // aborted at setup
-  add(NetworkPosture::kNotRun, std::nullopt);      // refused
+  add(NetworkPosture::kNotRun, std::nullopt);    // refused
   std::string metrics = handler_->Metrics();
   size_t at = metrics.find("# HELP codespace_run_setup_seconds ");
   ASSERT_NE(at, std::string::npos) << metrics;

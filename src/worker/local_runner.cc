@@ -9,6 +9,14 @@
 
 namespace codespace {
 
+Status LocalProcessRunner::CheckWildcards(const RunSpec& spec) const {
+  for (const AllowlistEntry& e : spec.egress.allowlist) {
+    RETURN_IF_ERROR(CheckWildcardNotPublicSuffix(
+        e, public_suffixes_ ? *public_suffixes_ : SystemPublicSuffixList()));
+  }
+  return OkStatus();
+}
+
 Result<RunRecord> LocalProcessRunner::Create(const RunSpec& spec, const CreateOptions& options,
                                              bool* replayed) {
   return Admitted(spec, false, options, replayed);
@@ -35,12 +43,8 @@ Result<RunRecord> LocalProcessRunner::Admitted(const RunSpec& spec, bool running
                                                const CreateOptions& options, bool* replayed) {
   if (replayed) *replayed = false;
   if (!options.name.empty()) RETURN_IF_ERROR(CheckRunName(options.name));
-  // A wildcard over a public suffix ("*.com") cannot mean what was meant: refused before
-  // anything is recorded, on every way a run is created (the CLI and the API alike).
-  for (const AllowlistEntry& e : spec.egress.allowlist) {
-    RETURN_IF_ERROR(CheckWildcardNotPublicSuffix(
-        e, public_suffixes_ ? *public_suffixes_ : SystemPublicSuffixList()));
-  }
+  // Refused before anything is recorded, on every way a run is created (CLI and API alike).
+  RETURN_IF_ERROR(CheckWildcards(spec));
   if (!options.idempotency_key.empty()) {
     RETURN_IF_ERROR(CheckIdempotencyKey(options.idempotency_key));
     // Submitted before (its answer lost, say): the answer is the first run.

@@ -34,6 +34,11 @@ class LocalProcessRunner {
     return Admit(facts_, spec, run_id);
   }
 
+  // A wildcard over a public suffix ("*.com", "*.co.uk") cannot mean what was meant: the reason,
+  // as InvalidArgument, for the first such entry. Create refuses those runs before anything is
+  // recorded; the public admission answers the same, so the two never disagree.
+  [[nodiscard]] Status CheckWildcards(const RunSpec& spec) const;
+
   // Admits and records a new run: queued when admitted, refused (with the reason) when not.
   // With an idempotency key already used: the first run's record (`*replayed` set), never a
   // second run; kFailedPrecondition when that run's spec differs (a key names one submission).
