@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/posture_value.h"
 #include "api/spec_check.h"
 #include "api/usage_metrics.h"
 #include "base/unique_fd.h"
@@ -172,18 +173,7 @@ HttpResponse MethodNotAllowed(std::string_view allowed) {
 }  // namespace
 
 HttpResponse ApiHandler::Posture(const HttpRequest&, const std::string&) {
-  Json j;
-  j["line"] = PostureLine(facts_);
-  j["uid"] = facts_.uid;
-  j["confines"] = facts_.confines;
-  j["bwrap"] = facts_.bwrap_path;
-  j["confine_error"] = facts_.confine_error;
-  j["tools"] = facts_.tools();
-  j["can_filter"] = facts_.can_filter();
-  j["filter_unavailable"] = facts_.verdict.unavailable_reason;
-  j["allowlist"] = std::string(AllowlistOutcomeWord(facts_));
-  j["refusal"] = ConfinementRefusal(facts_);
-  return JsonResponse(200, j);
+  return JsonResponse(200, PostureValue(facts_));
 }
 
 HttpResponse ApiHandler::AdmissionOf(const HttpRequest& req, const std::string&) {

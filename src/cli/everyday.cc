@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/posture_value.h"
 #include "api/worker_client.h"
 #include "base/file_util.h"
 #include "store/sqlite_run_store.h"
@@ -102,18 +103,7 @@ void LookAtRunsInFlight(RunStore& store, const std::string& state_dir) {
 }
 
 std::string PostureJson(const HostFacts& facts) {
-  nlohmann::json j;
-  j["line"] = PostureLine(facts);
-  j["uid"] = facts.uid;
-  j["confines"] = facts.confines;
-  j["bwrap"] = facts.bwrap_path;
-  j["confine_error"] = facts.confine_error;
-  j["tools"] = facts.tools();
-  j["can_filter"] = facts.can_filter();
-  j["filter_unavailable"] = facts.verdict.unavailable_reason;
-  j["allowlist"] = std::string(AllowlistOutcomeWord(facts));
-  j["refusal"] = ConfinementRefusal(facts);
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return api::PostureValue(facts).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace codespace

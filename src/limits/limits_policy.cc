@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "base/file_util.h"
+#include "base/quote.h"
 
 namespace codespace {
 
@@ -86,24 +87,13 @@ Result<LimitSettings> LimitSettingsFromEnvironment() {
   return ParseLimitSettings([](const char* name) { return GetEnv(name); });
 }
 
-namespace {
-std::string Quoted(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += (c == '\n' ? ' ' : c);
-  }
-  return out + "\"";
-}
-}  // namespace
-
 std::string LimitsPosture(const LimitsFacts& f) {
   std::string out = fmt::format("limits={}", CgroupHierarchyName(f.hierarchy));
   if (f.hierarchy == CgroupHierarchy::kNone) {
-    out += fmt::format(" limitsUnavailable={}", Quoted(f.unavailable_reason));
+    out += fmt::format(" limitsUnavailable={}", QuoteForLine(f.unavailable_reason));
   }
   if (!f.settings_error.empty())
-    out += fmt::format(" limitsConfigError={}", Quoted(f.settings_error));
+    out += fmt::format(" limitsConfigError={}", QuoteForLine(f.settings_error));
   if (f.settings.require) out += " requireLimits=yes";
   return out;
 }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "base/quote.h"
+
 namespace codespace {
 
 FilterVerdict DecideFilter(const FilterParts& parts) {
@@ -25,26 +27,15 @@ std::string_view AllowlistOutcomeWord(const HostFacts& facts) {
   return facts.tools() ? "filtered-or-aborted" : "refused";
 }
 
-namespace {
-std::string Quoted(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += (c == '\n' ? ' ' : c);
-  }
-  return out + "\"";
-}
-}  // namespace
-
 std::string PostureLine(const HostFacts& f) {
-  std::string line = fmt::format("posture uid={} confines={} bwrap={}", f.uid,
-                                 f.confines ? "yes" : "no",
-                                 f.bwrap_path.empty() ? "none" : f.bwrap_path);
-  if (!f.confines) line += fmt::format(" confineError={}", Quoted(f.confine_error));
+  std::string line =
+      fmt::format("posture uid={} confines={} bwrap={}", f.uid, f.confines ? "yes" : "no",
+                  f.bwrap_path.empty() ? "none" : f.bwrap_path);
+  if (!f.confines) line += fmt::format(" confineError={}", QuoteForLine(f.confine_error));
   line += fmt::format(" tools={} canFilter={}", f.tools() ? "yes" : "no",
                       f.can_filter() ? "yes" : "no");
   if (!f.can_filter()) {
-    line += fmt::format(" filterUnavailable={}", Quoted(f.verdict.unavailable_reason));
+    line += fmt::format(" filterUnavailable={}", QuoteForLine(f.verdict.unavailable_reason));
   }
   line += fmt::format(" allowlist={}", AllowlistOutcomeWord(f));
   // The file-system view a run gets: its spec's (default unless it asks for host) where
@@ -53,11 +44,12 @@ std::string PostureLine(const HostFacts& f) {
   if (f.require_confinement) line += " requireConfinement=yes";
   line += fmt::format(" identity={}", f.identity);
   if (!f.run_uids.empty()) line += fmt::format(" runUids={}", f.run_uids);
-  if (!f.identity_error.empty()) line += fmt::format(" identityError={}", Quoted(f.identity_error));
+  if (!f.identity_error.empty())
+    line += fmt::format(" identityError={}", QuoteForLine(f.identity_error));
   line += " " + LimitsPosture(f.limits);
   line += f.seccomp_error.empty()
               ? std::string(" seccomp=yes")
-              : fmt::format(" seccomp=no seccompError={}", Quoted(f.seccomp_error));
+              : fmt::format(" seccomp=no seccompError={}", QuoteForLine(f.seccomp_error));
   return line;
 }
 
