@@ -19,8 +19,8 @@
 #include "base/file_util.h"
 #include "base/process.h"
 #include "identity/run_identity.h"
-#include "net/network_settings.h"
 #include "limits/run_cgroup.h"
+#include "net/network_settings.h"
 #include "relay/broker_bridge.h"
 #include "relay/relay.h"
 #include "sandbox/launcher.h"
@@ -424,20 +424,11 @@ int Supervise(const SupervisorArgs& a, const RunRecord* given) {
   // the run is not judged lost for want of a file.
   auto again = SqliteRunStore::Open(a.state_dir + "/codespace.db");
   if (!again.ok()) return Fail(written.message() + "; and " + again.status().message());
-  RunRecord r = *record;
-  ApplyOutcome(status.outcome, &r);
-  r.network_report = status.outcome.network_report;
-  r.stdout_log = status.stdout_log;
-  r.stderr_log = status.stderr_log;
-  r.setup_ms = status.setup_ms;
-  if (status.host_uid) r.host_uid = *status.host_uid;
-  if (status.host_gid) r.host_gid = *status.host_gid;
-  r.usage = status.usage;
-  std::string why = status.outcome.output_error.empty()
-                        ? "status: " + written.message()
-                        : status.outcome.output_error + "; status: " + written.message();
+  // The record the watcher would have made from status.json (EndedRecord: it already carries
+  // any output error), and why there is no status.json.
+  RunRecord r = EndedRecord(*record, status);
+  const std::string why = "status: " + written.message();
   r.reason = r.reason.empty() ? why : r.reason + "; " + why;
-  r.ended_ms = status.ended_ms;
   Status s = (*again)->Update(r, RunState::kRunning);
   tear_down();
   return s.ok() ? 0 : Fail(s.message());
