@@ -2,30 +2,29 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/close_range.h>
+#include <linux/keyctl.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <linux/capability.h>
-#include <linux/keyctl.h>
-#include <grp.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <linux/close_range.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "base/file_util.h"
 
@@ -48,9 +47,15 @@ struct ChildError {
   int err;
 };
 
-constexpr const char* kStepNames[] = {"execve",       "unshare",     "chdir",
-                                      "dup2",         "setsid",      "write uid_map",
-                                      "bring up lo",  "setns(CLONE_NEWNET)", "bind files",
+constexpr const char* kStepNames[] = {"execve",
+                                      "unshare",
+                                      "chdir",
+                                      "dup2",
+                                      "setsid",
+                                      "write uid_map",
+                                      "bring up lo",
+                                      "setns(CLONE_NEWNET)",
+                                      "bind files",
                                       "drop capabilities",
                                       "attach the idmapped workspace (unshare(CLONE_NEWNS), "
                                       "move_mount)",
@@ -176,7 +181,8 @@ Status ChildProcess::KillWithChildren() {
   // Stopped (or gone): either way it forks no more. WNOWAIT leaves an exit for Wait().
   siginfo_t info{};
   for (;;) {
-    if (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &info, WSTOPPED | WEXITED | WNOWAIT) == 0) {
+    if (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &info, WSTOPPED | WEXITED | WNOWAIT) ==
+        0) {
       break;
     }
     if (errno != EINTR) return ErrnoError(fmt::format("waitid(pid {}, WSTOPPED)", pid_), errno);
@@ -254,8 +260,8 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
     }
     auto found = FindExecutable(program, path_env);
     if (!found.ok()) {
-      return Status(StatusCode::kNotFound, fmt::format("execve({}): No such file or directory",
-                                                       program));
+      return Status(StatusCode::kNotFound,
+                    fmt::format("execve({}): No such file or directory", program));
     }
     program = *found;
   }
@@ -373,7 +379,8 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
     if (mount_fd >= 0) {
       if (::unshare(CLONE_NEWNS) != 0 ||
           ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0 ||
-          ::move_mount(mount_fd, "", AT_FDCWD, o.mount_target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+          ::move_mount(mount_fd, "", AT_FDCWD, o.mount_target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) !=
+              0) {
         ChildFail(efd, 10);
       }
     }
@@ -390,7 +397,14 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
       }
     }
     if (o.new_session_keyring) {
-      if (::syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr, 0, 0, 0) < 0) ChildFail(efd, 12);
+      // A keyctl the kernel or a filter above us refuses (a container's seccomp profile answers
+      // EPERM, a kernel without keys ENOSYS) refuses the program too, which inherits that
+      // filter (and codespace's own filter denies keyctl): it reaches no keyring, the caller's
+      // included. Anything else fails the spawn.
+      if (::syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr, 0, 0, 0) < 0 &&
+          errno != EPERM && errno != ENOSYS) {
+        ChildFail(efd, 12);
+      }
       if (o.uid != static_cast<uid_t>(-1)) {
         ::syscall(SYS_keyctl, KEYCTL_CLEAR, KEY_SPEC_USER_KEYRING, 0, 0, 0);
       }
@@ -426,7 +440,9 @@ Result<ChildProcess> Spawn(const SpawnOptions& o) {
       if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(efd, 9);
     }
     if (o.nofile_limit) {
-      struct rlimit rl {o.nofile_limit, o.nofile_limit};
+      struct rlimit rl {
+        o.nofile_limit, o.nofile_limit
+      };
       if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ChildFail(efd, 15);
     }
     ::execve(program.c_str(), argv.data(), envp.data());

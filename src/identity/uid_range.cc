@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstdint>
+#include <cstdlib>
 
 #include "base/file_util.h"
 
@@ -94,6 +96,27 @@ bool PerRunIdentityHere() {
   auto gid_map = ReadFileToString("/proc/self/gid_map");
   return uid_map.ok() && gid_map.ok() && RangeIsMapped(*range, *uid_map) &&
          RangeIsMapped(*range, *gid_map);
+}
+
+std::string PerRunIdentityCapabilityError() {
+  auto status = ReadFileToString("/proc/self/status");
+  if (!status.ok()) return status.status().message();
+  size_t at = status->find("CapEff:");
+  if (at == std::string::npos) return "/proc/self/status has no CapEff line";
+  const uint64_t eff = std::strtoull(status->c_str() + at + 7, nullptr, 16);
+  // CAP_SETGID (6), CAP_SETUID (7): the drop to the leased uid; CAP_SYS_ADMIN (21): the
+  // idmapped workspace (open_tree, mount_setattr, move_mount).
+  for (auto [bit, name] :
+       {std::pair{6, "CAP_SETGID"}, std::pair{7, "CAP_SETUID"}, std::pair{21, "CAP_SYS_ADMIN"}}) {
+    if (!(eff >> bit & 1)) {
+      return fmt::format(
+          "uid 0 without {} (a container's root?) cannot give its runs a uid of their own and an "
+          "idmapped workspace; run the worker as an unprivileged user (its runs keep its uid), or "
+          "grant it CAP_SETUID, CAP_SETGID and CAP_SYS_ADMIN",
+          name);
+    }
+  }
+  return "";
 }
 
 Result<UidRange> RunUidRangeFromEnvironment() {

@@ -58,6 +58,11 @@ bool RangeIsMapped(const UidRange& range, std::string_view id_map);
 // range that does not parse counts as per-run, so that its error refuses the worker.
 bool PerRunIdentityHere();
 
+// Why this root cannot lease runs their own uids: the capabilities the launch needs (CAP_SETUID,
+// CAP_SETGID, CAP_SYS_ADMIN) missing from its effective set, in words; empty when it can. A
+// root worker that cannot is refused at start, never left to run its commands as uid 0.
+std::string PerRunIdentityCapabilityError();
+
 // The configured range (CODESPACE_RUN_UIDS, else kDefaultRunUids), checked against the host's
 // accounts. The error says what to change.
 Result<UidRange> RunUidRangeFromEnvironment();

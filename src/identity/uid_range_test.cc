@@ -2,6 +2,10 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -105,6 +109,37 @@ TEST(RunUidRangeFromEnvironmentTest, ARangeHoldingSystemAccountsIsRefused) {
   } else {
     ::unsetenv(kRunUidsEnv);
   }
+}
+
+// A root that holds what the launch needs has no complaint; one without CAP_SYS_ADMIN (a
+// container's root) is named, so the worker refuses rather than run commands as uid 0.
+TEST(PerRunIdentityCapabilityErrorTest, NamesTheMissingCapability) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (the capabilities of uid 0)";
+  EXPECT_EQ(PerRunIdentityCapabilityError(), "");
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2]{};
+    if (::syscall(SYS_capget, &hdr, data) != 0) ::_exit(2);
+    data[0].effective &= ~(1u << CAP_SYS_ADMIN);
+    if (::syscall(SYS_capset, &hdr, data) != 0) ::_exit(3);
+    std::string why = PerRunIdentityCapabilityError();
+    ssize_t n = ::write(fds[1], why.data(), why.size());
+    ::_exit(n == static_cast<ssize_t>(why.size()) ? 0 : 4);
+  }
+  ::close(fds[1]);
+  std::string got;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;)
+    got.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_THAT(got, ::testing::HasSubstr("without CAP_SYS_ADMIN"));
 }
 
 }  // namespace

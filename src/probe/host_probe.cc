@@ -186,6 +186,7 @@ void ProbeIdentity(HostFacts* f) {
     f->run_uids = GetEnv(kRunUidsEnv, kDefaultRunUids);
     f->identity_error = range.status().message();
   }
+  if (f->identity_error.empty()) f->identity_error = PerRunIdentityCapabilityError();
 }
 
 }  // namespace codespace
