@@ -53,6 +53,16 @@ case "$mode" in
       done
       exit 1
     fi
+    # Runs' cgroups (codespace/<run id>) left empty: reported and removed, not yet a failure. Two
+    # per suite have been seen under -j2 and not yet traced to their test (issue 15's note);
+    # this keeps the machine clean meanwhile.
+    left_cg=$(find /sys/fs/cgroup -mindepth 2 -maxdepth 6 -type d -path '*/codespace/*' 2>/dev/null)
+    if [ -n "$left_cg" ]; then
+      printf 'warning: run cgroups left by the suite (removed now):\n'
+      printf '  %s\n' $left_cg
+      printf '%s\n' $left_cg | sort -r | xargs -r rmdir 2>/dev/null
+      find /sys/fs/cgroup -mindepth 1 -maxdepth 5 -type d -name codespace 2>/dev/null | xargs -r rmdir 2>/dev/null
+    fi
     echo "nothing of the suite is left on the machine (namespaces, veths, tables, dirs, processes)"
     ;;
 esac
