@@ -80,7 +80,7 @@ dockerd_stop() {
     for x in $m; do umount -l "$x" 2>/dev/null; done
   done
   rm -rf "$DOCKERD_DATA" "$DOCKERD_EXEC" "/var/lib/$DEPLOY_NAME"
-  rm -f "$DOCKERD_SOCK" "$DOCKERD_PIDFILE" "$DOCKERD_CONFIG"
+  rm -f "$DOCKERD_SOCK" "$DOCKERD_PIDFILE" "$DOCKERD_CONFIG" "$DOCKERD_LOG"
   # Links docker made (a compose network's bridge, veths), if any survived.
   local l
   for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E '^(br-|docker)'); do
